@@ -1,0 +1,93 @@
+// Algorithms: collective schedules written against transport::Transport and
+// device::Backend only, so the same code runs on the CPU reference, under the
+// CUDA executor, and in the simulator.
+//
+// Registration: each algorithm file defines a static registrar
+// (GC_REGISTER_ALGORITHM) with its name, summary, parameters, factory and
+// reference. Tools list and look algorithms up by name; nothing else needs
+// to know them.
+//
+// Determinism: every decision that changes what is sent must be computed from
+// data all ranks share (arguments, call sequence, config) or agreed through the
+// transport; a rank-local choice deadlocks the job.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/param.h"
+#include "common/status.h"
+#include "device/backend.h"
+#include "transport/transport.h"
+
+namespace gradcomp::algo {
+
+struct AllreduceArgs {
+  const void* sendBuf = nullptr;
+  void* recvBuf = nullptr;  // may equal sendBuf (in place)
+  size_t count = 0;
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  // Identity of the logical tensor across calls (error-feedback residuals and
+  // thresholds are keyed by it); the same on every rank. 0 = the buffer address.
+  uint64_t bufferKey = 0;
+};
+
+// Everything a call may use; owned by the communicator.
+struct Context {
+  transport::Transport& net;
+  device::Backend& dev;
+  const param::Overrides& config;  // algorithm parameters (registry + overrides)
+  uint64_t callSeq;                // 0, 1, 2, ... per communicator, equal on all ranks
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  // Collective; all ranks call with the same count/dtype/op/bufferKey.
+  virtual Status allreduce(Context& ctx, const AllreduceArgs& args) = 0;
+};
+
+// The algorithm's exact semantics, computed centrally from every rank's input,
+// for checking (gradcomp-bench #wrong, tests). Stateful algorithms keep their
+// central state (residuals, thresholds) in the object, one object per run,
+// called once per collective in the same order as the distributed algorithm.
+class Reference {
+ public:
+  virtual ~Reference() = default;
+  // inputs[r]: rank r's input (host memory, args.dtype). Fills expected[i] with
+  // the value every rank must return and tolerance[i] with the allowed
+  // |out - expected| (0 = bit-exact after rounding expected to the dtype).
+  virtual Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                        std::vector<double>* expected, std::vector<double>* tolerance) = 0;
+};
+
+struct AlgorithmInfo {
+  std::string name;
+  std::string summary;
+  std::vector<param::Id> params;  // registry parameters it reads (tools expose them as flags)
+  std::function<std::unique_ptr<Algorithm>()> create;
+  std::function<std::unique_ptr<Reference>(int nranks)> reference;
+};
+
+void registerAlgorithm(AlgorithmInfo info);
+const AlgorithmInfo* findAlgorithm(const std::string& name);
+std::vector<const AlgorithmInfo*> listAlgorithms();  // sorted by name
+// "dense, oktopk, ..." for error messages.
+std::string algorithmNames();
+
+struct Registrar {
+  explicit Registrar(AlgorithmInfo info) { registerAlgorithm(std::move(info)); }
+};
+
+}  // namespace gradcomp::algo
+
+// Use at namespace scope in the algorithm's .cc; the static library is linked
+// whole-archive into every binary so registrars are never dropped.
+#define GC_REGISTER_ALGORITHM(id, ...) \
+  static ::gradcomp::algo::Registrar gc_registrar_##id(::gradcomp::algo::AlgorithmInfo __VA_ARGS__)

@@ -1,0 +1,81 @@
+/* gradcomp public C API for tools and tests: a communicator from the standalone
+ * bootstrap, and allreduce with an algorithm config. Not exported from
+ * libgradcomp.so (which exports only NCCL entry points and ncclNetPlugin_v*);
+ * in-tree tools link the internal library statically.
+ *
+ * All calls are blocking on host memory (CPU reference backend). Errors return a
+ * gcResult_t; gcLastError() gives the one-line message of the calling thread's
+ * last failure (it names the variable, argument or peer at fault). */
+#ifndef GRADCOMP_GRADCOMP_H_
+#define GRADCOMP_GRADCOMP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  gcSuccess = 0,
+  gcInvalidArgument = 1,
+  gcInvalidConfig = 2,
+  gcSystemError = 3,
+  gcRemoteError = 4,
+  gcTimeout = 5,
+  gcUnsupported = 6,
+  gcInternalError = 7,
+} gcResult_t;
+
+/* Values equal ncclDataType_t / ncclRedOp_t. */
+typedef enum {
+  gcInt32 = 2,
+  gcInt64 = 4,
+  gcFloat16 = 6,
+  gcFloat32 = 7,
+  gcFloat64 = 8,
+  gcBfloat16 = 9,
+} gcDataType_t;
+typedef enum { gcSum = 0, gcAvg = 4 } gcRedOp_t;
+
+typedef struct gcComm* gcComm_t;
+typedef struct gcAlgoConfig* gcAlgoConfig_t;
+
+typedef struct {
+  uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv;
+} gcTraffic_t;
+
+/* Collective: rank, size and rendezvous from the environment (GRADCOMP_RANK /
+ * GRADCOMP_NRANKS or a launcher's variables, GRADCOMP_BOOTSTRAP or
+ * MASTER_ADDR:MASTER_PORT), then UCX endpoints to every peer. */
+gcResult_t gcCommInitFromEnv(gcComm_t* comm);
+int gcCommRank(gcComm_t comm);
+int gcCommSize(gcComm_t comm);
+gcResult_t gcCommDestroy(gcComm_t comm);
+
+/* An algorithm by registry name ("dense", ...) with parameter overrides by
+ * registry name without prefix ("DENSITY" -> GRADCOMP_DENSITY); unset
+ * parameters come from the environment, then defaults. Values are validated. */
+gcResult_t gcAlgoConfigCreate(const char* algo, gcAlgoConfig_t* config);
+gcResult_t gcAlgoConfigSet(gcAlgoConfig_t config, const char* param, const char* value);
+void gcAlgoConfigDestroy(gcAlgoConfig_t config);
+/* Comma-separated names of the registered algorithms. */
+const char* gcAlgorithmNames(void);
+
+/* Collective allreduce on host memory; sendbuf == recvbuf is in place.
+ * bufferKey identifies the logical tensor across calls (error-feedback state);
+ * equal on all ranks; 0 = use the recvbuf address. */
+gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
+                       gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm);
+
+/* Bytes and messages this rank sent/received on comm since the last reset. */
+gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic);
+gcResult_t gcCommResetTraffic(gcComm_t comm);
+
+const char* gcResultString(gcResult_t result);
+const char* gcLastError(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADCOMP_GRADCOMP_H_ */

@@ -1,0 +1,28 @@
+// Multi-rank tests as real processes: fork N children that each run `body(rank)`
+// with GRADCOMP_RANK/NRANKS/BOOTSTRAP (127.0.0.1, a free port) and `env` set in
+// their environment before any UCX call, then _exit with its return value.
+// The parent waits at most deadlineS, then kills every child: a hang becomes a
+// test failure, never a hung CI.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gradcomp::test {
+
+struct RankExit {
+  int exitCode = -1;  // valid when signal == 0
+  int signal = 0;     // the signal that ended the child, 0 if it exited
+  bool killedAtDeadline = false;
+};
+
+std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& body,
+                               const std::map<std::string, std::string>& env = {},
+                               double deadlineS = 120.0);
+
+// True when every rank exited 0; otherwise prints which did not (for REQUIRE).
+bool allSucceeded(const std::vector<RankExit>& exits);
+
+}  // namespace gradcomp::test

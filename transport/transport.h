@@ -1,0 +1,71 @@
+// The abstract transport every algorithm is written against (gloo's pair.h
+// idea): point-to-point, tagged, nonblocking messages between the ranks of one
+// communicator, with per-peer traffic counters. Implementations: UCX between
+// processes (ucx_transport.h), threads in one process (local_transport.h, for
+// unit tests and the simulator).
+//
+// Contract:
+// - Tags are 44 bits (kTagBits); the transport adds the source rank itself, so
+//   a receive matches exactly one peer. Messages with the same (peer, tag) match
+//   in posting order.
+// - irecv accepts any message of at most `capacity` bytes and reports its length;
+//   a longer one is a RemoteError naming the peer (never a silent truncation).
+// - Buffers stay owned by the caller and must stay valid until completion.
+// - wait/waitAll never spin forever: they yield the CPU, and a request still
+//   pending GRADCOMP_TIMEOUT_S after the last progress fails with Err::Timeout
+//   naming the peer; a dead peer fails with Err::RemoteError naming it. After an
+//   error the transport is broken: every later call fails with that first error.
+// - Counters count payload bytes of completed messages per peer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gradcomp::transport {
+
+constexpr int kTagBits = 44;
+constexpr uint64_t kTagMask = (uint64_t(1) << kTagBits) - 1;
+
+// Tag for step `step` of collective number `callSeq` (both wrap; FIFO matching
+// per (peer, tag) keeps wrapped tags correct).
+inline uint64_t makeTag(uint64_t callSeq, uint64_t step) {
+  return ((callSeq & 0xFFFFFF) << 20 | (step & 0xFFFFF)) & kTagMask;
+}
+
+struct PeerCounters {
+  uint64_t bytesSent = 0, bytesRecv = 0, msgsSent = 0, msgsRecv = 0;
+};
+
+using Handle = uint64_t;  // 0 is never a valid handle
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) = 0;
+  virtual Status irecv(int peer, uint64_t tag, void* buf, size_t capacity, Handle* out) = 0;
+  // Progress once; on completion *done = true, the handle is released and
+  // *bytes (nullable) holds the message length.
+  virtual Status test(Handle h, bool* done, size_t* bytes) = 0;
+  // Complete all handles; bytes (nullable) receives each message length. On
+  // error every handle is released.
+  virtual Status waitAll(const Handle* handles, size_t n, size_t* bytes) = 0;
+  // Abandon a pending operation and release its handle (error paths).
+  virtual void cancel(Handle h) = 0;
+
+  virtual PeerCounters counters(int peer) const = 0;
+  virtual void resetCounters() = 0;
+
+  // Helpers over the primitives above.
+  Status wait(Handle h, size_t* bytes = nullptr) { return waitAll(&h, 1, bytes); }
+  Status sendRecv(int dst, const void* sendBuf, size_t sendBytes, int src, void* recvBuf,
+                  size_t recvCapacity, uint64_t tag, size_t* recvBytes = nullptr);
+  PeerCounters totalCounters() const;
+};
+
+}  // namespace gradcomp::transport
