@@ -38,12 +38,17 @@ struct AllreduceArgs {
   uint64_t bufferKey = 0;
 };
 
+class ErrorFeedbackStore;  // algorithms/error_feedback.h
+
 // Everything a call may use; owned by the communicator.
 struct Context {
   transport::Transport& net;
   device::Backend& dev;
   const param::Overrides& config;  // algorithm parameters (registry + overrides)
   uint64_t callSeq;                // 0, 1, 2, ... per communicator, equal on all ranks
+  // The communicator's residual store; nullptr when the caller has none (then
+  // compressing algorithms run without error feedback).
+  ErrorFeedbackStore* errorFeedback = nullptr;
 };
 
 class Algorithm {
@@ -60,6 +65,13 @@ class Algorithm {
 class Reference {
  public:
   virtual ~Reference() = default;
+  // The run's algorithm parameters (the same Overrides the algorithm sees in
+  // Context::config); called once before the first expect(). Without it a
+  // reference reads the registry (environment, then defaults).
+  virtual Status configure(const param::Overrides& config) {
+    (void)config;
+    return Status::Ok();
+  }
   // inputs[r]: rank r's input (host memory, args.dtype). Fills expected[i] with
   // the value every rank must return and tolerance[i] with the allowed
   // |out - expected| (0 = bit-exact after rounding expected to the dtype).

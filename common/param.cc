@@ -213,6 +213,7 @@ Status get(Id id, Value* out) {
       Value v;
       if (env) {
         status = parse(s, env, var, &v);
+        v.fromEnvironment = true;
       } else if (s.defaultText[0]) {
         status = parse(s, s.defaultText, var + " (default)", &v);
       }

@@ -38,6 +38,7 @@ struct Value {
   int64_t i = 0;     // Int, Size, Bool (0/1)
   double d = 0;      // Double
   std::string s;     // Enum, String (and the original text for every kind)
+  bool fromEnvironment = false;  // GRADCOMP_<NAME> was set (not the default)
 };
 
 const Spec& spec(Id id);

@@ -25,5 +25,63 @@
     "host:port where rank 0 listens (UCX listener) for the standalone bootstrap. Falls back to MASTER_ADDR:MASTER_PORT.") \
   X(WAIT_SPIN_US, Int, "20", "0..1000000",                                                  \
     "Microseconds a wait busy-polls the network before it sleeps on the UCX event fd, so that more ranks than cores still make progress.") \
+  X(UCX_ERR_MODE, Enum, "AUTO", "AUTO|PEER|NONE",                                           \
+    "UCX endpoint error handling. PEER detects a dead peer at once but UCX 1.13 then avoids shared memory (loopback TCP on one node); NONE allows shared memory, and a dead peer is caught by GRADCOMP_TIMEOUT_S. AUTO: NONE to peers on the same host (same boot id and network namespace), PEER to other hosts (NONE when no transport in UCX_TLS can do PEER).") \
   X(DENSE_RD_MAX_BYTES, Size, "64K", "0..1G",                                               \
-    "Dense allreduce uses recursive doubling up to this many bytes per rank, the ring (reduce-scatter + allgather) above.")
+    "Dense allreduce uses recursive doubling up to this many bytes per rank, the ring (reduce-scatter + allgather) above.") \
+  X(WAGMA_GROUP, Int, "0", "0..1048576",                                                    \
+    "wagma: group size S, a power of two <= the largest power of two <= P. 0: sqrt(P) rounded up to a power of two.") \
+  X(WAGMA_PERIOD, Int, "8", "1..1024",                                                      \
+    "wagma: every PERIOD-th call of a buffer is a global (exact) average over all ranks; the calls between average within groups.") \
+  X(WAGMA_WAIT, Bool, "0", "",                                                              \
+    "wagma: 1 runs the blocking group allreduce (every group member waits for the others) instead of the wait-avoiding one.") \
+  X(WAGMA_MODE, Enum, "weights", "weights|gradient",                                        \
+    "wagma: weights (the caller averages model weights; exact WAGMA) or gradient (gradient-shadow: exact only for plain SGD with a constant learning rate).") \
+  X(EF, Bool, "1", "",                                                                      \
+    "Error feedback for compressing algorithms: keep what was not sent (the residual) per tensor and add it to the next call's input. off: no residuals.") \
+  X(EF_DTYPE, Enum, "float", "float|bfloat16",                                              \
+    "Element type of stored residuals. bfloat16 halves their memory at the cost of rounding the residual once per call.") \
+  X(EF_MAX_MB, Int, "4096", "1..1048576",                                                   \
+    "Cap on residual memory per communicator in MiB. Beyond it the least recently used tensors' residuals are retired; a tensor larger than the cap alone is an error.") \
+  X(EF_RETIRE_CALLS, Int, "1000", "1..1000000000",                                          \
+    "A residual whose tensor was not seen for this many collectives on the communicator is retired (frameworks rebuild buckets and reuse addresses).") \
+  X(DENSITY, Double, "0.01", "0.000001..1",                                                 \
+    "Sparse algorithms keep k = max(1, floor(DENSITY * count)) elements per call.")         \
+  X(TOPK_TAU, Int, "64", "1..1000000",                                                      \
+    "oktopk: recompute the region boundaries (space repartition) every TOPK_TAU compressed calls of a tensor.") \
+  X(TOPK_TAU_PRIME, Int, "32", "1..1000000",                                                \
+    "oktopk: recompute the exact local and global top-k thresholds every TOPK_TAU_PRIME compressed calls of a tensor; reuse (and nudge) them in between.") \
+  X(WARMUP_CALLS, Int, "0", "0..1000000000",                                                \
+    "Sparse algorithms run the dense allreduce for a tensor's first WARMUP_CALLS calls before compressing it.") \
+  X(BITS, Int, "", "0..16",                                                                \
+    "qsgd: code width 1|2|4|8 (default 8). rbf: RBF word width 3..16 (default 10). fft: RBF word width of the kept bins 3..16 (default 10), 0 sends them as raw fp32.") \
+  X(BUCKET, Int, "512", "1..16777216",                                                     \
+    "qsgd: elements per quantization bucket; each bucket sends its min and max (8 bytes) besides the codes.") \
+  X(RBF_MANTISSA, Int, "", "0..14",                                                        \
+    "rbf, fft: mantissa bits m of the range-based float (at most BITS-2). Unset: BITS-4 (10 bits -> 6, the paper's layout).") \
+  X(RBF_VMAX, Double, "", "1e-30..1e38",                                                   \
+    "rbf, fft: fixed largest magnitude vmax (larger values saturate; eps follows from it). Unset: tracked per call from the data (the largest |x| over all ranks, agreed through a small exchange).") \
+  X(QUANT_SEED, Int, "0", "0..2147483647",                                                 \
+    "qsgd: seed of the counter-based stochastic rounding; with the call number, rank and phase it fixes every rounding, so ranks and reruns reproduce.") \
+  X(SIGN_EF, Bool, "0", "",                                                                \
+    "sign: error feedback (EF-signSGD): keep acc - scale*sign(acc) per tensor and add it to the next call (off by default: with the majority vote it destabilized training, see docs/results/quantized.md). Needs GRADCOMP_EF on.") \
+  X(THETA, Double, "0.85", "0..1",                                                         \
+    "fft: fraction of frequency bins dropped per chunk (the rest, by energy, is sent); 0 sends every bin.") \
+  X(THETA_DECAY_CALLS, Int, "0", "0..1000000000",                                          \
+    "fft: theta decays linearly from THETA to 0 over this many calls of the algorithm on a communicator (then stays 0); 0 keeps THETA constant.") \
+  X(FFT_CHUNK, Int, "16384", "2..67108864",                                                \
+    "fft: elements per real-to-complex transform; a buffer is transformed in chunks of this length (the last one shorter).") \
+  X(ALGO, String, "off", "",                                                                \
+    "NCCL interposer: algorithm for eligible ncclAllReduce calls (a registry name such as dense), or off for pure pass-through.") \
+  X(COMMS, String, "all", "",                                                               \
+    "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
+  X(MIN_BYTES, Size, "1M", "0..1T",                                                         \
+    "NCCL interposer: allreduce calls smaller than this many bytes pass through to NCCL.") \
+  X(CONFIG, String, "", "",                                                                 \
+    "NCCL interposer: admin TOML file with defaults and per-communicator / per-size rules; GRADCOMP_* variables override it.") \
+  X(STATS, String, "", "",                                                                  \
+    "NCCL interposer: path prefix; each rank writes PREFIX.rank<R>.json with per-communicator and per-bucket statistics.") \
+  X(NCCL_LIBRARY, String, "", "",                                                           \
+    "Forwarding libnccl.so.2 shim: path of the real NCCL library (else searched on the library path, skipping the shim itself).") \
+  X(NET_IFNAME, String, "", "",                                                             \
+    "Net plugin: comma list of interface name prefixes to use (^ excludes). Default: every up IPv4 interface except loopback, loopback if none.")

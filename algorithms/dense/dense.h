@@ -1,0 +1,67 @@
+// Dense (uncompressed) allreduce schedules, shared by dense.cc. Both work in
+// place on `buf` (count elements of dtype t, in the backend's memory) and leave
+// the identical sum on every rank; the caller copies send -> recv before and
+// divides for ncclAvg after.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+
+namespace gradcomp::algo::dense {
+
+// Ring reduce-scatter + allgather: 2(P-1) steps, each moving one chunk of
+// about count/P elements per rank (uneven chunks when P does not divide count;
+// empty chunks send nothing). Each chunk transfer is split into a few segments
+// so the add of one segment overlaps the arrival of the next.
+// scratch: grown to one chunk.
+Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, std::vector<char>* scratch);
+
+// Recursive doubling over the largest power of two P2 <= P: the first
+// 2(P - P2) ranks fold pairwise first (even rank hands its data to the odd
+// one and gets the result back at the end), so any P works. log2(P2) full-
+// buffer exchanges: for small buffers, where latency dominates.
+// scratch: grown to the whole buffer.
+Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataType t,
+                                  std::vector<char>* scratch);
+
+// Element range [begin, begin + size) of chunk c when count elements are split
+// over P chunks: the first count % P chunks get one extra element.
+struct Chunk {
+  size_t begin, size;
+};
+inline Chunk chunkOf(size_t count, int P, int c) {
+  const size_t base = count / size_t(P), extra = count % size_t(P), uc = size_t(c);
+  return {uc * base + (uc < extra ? uc : extra), base + (uc < extra ? 1 : 0)};
+}
+
+// Pending transport requests that are cancelled if a schedule leaves early
+// (error path), so no transfer outlives the buffers it points into.
+class Requests {
+ public:
+  explicit Requests(transport::Transport& net) : net_(net) {}
+  ~Requests();
+  Requests(const Requests&) = delete;
+  Requests& operator=(const Requests&) = delete;
+
+  // Posts and remembers; returns the slot index for wait(). A receive must
+  // fill exactly `bytes`: a shorter message is a RemoteError naming the peer.
+  Status isend(int peer, uint64_t tag, const void* data, size_t bytes, size_t* slot = nullptr);
+  Status irecv(int peer, uint64_t tag, void* data, size_t bytes, size_t* slot = nullptr);
+  Status wait(size_t slot);
+  Status waitAll();  // every slot still pending
+
+ private:
+  transport::Transport& net_;
+  struct Slot {
+    transport::Handle handle;  // 0 = completed or released
+    int peer;
+    size_t expectBytes;  // receives: exact length; sends: SIZE_MAX
+  };
+  Status check(const Slot& slot, size_t got) const;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace gradcomp::algo::dense

@@ -1,0 +1,78 @@
+#include "algorithms/quant/chunk_codecs.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace gradcomp::algo::quant {
+
+size_t MaxMinCodec::encodedBytes(size_t count) const {
+  return 2 * sizeof(float) * device::maxMinBuckets(count, bucket_) +
+         device::packedBytes(count, bits_);
+}
+
+Status MaxMinCodec::encode(device::Backend& dev, const float* src, size_t count, size_t offset,
+                           uint64_t stream, uint8_t* out) const {
+  thread_local std::vector<float> meta;  // per thread: no allocation per call
+  meta.resize(2 * device::maxMinBuckets(count, bucket_));
+  device::MaxMinSpec spec{bits_, bucket_, stream};
+  const size_t metaBytes = meta.size() * sizeof(float);
+  GC_CHECK(dev.quantizeMaxMin(src, count, spec, offset, meta.data(), out + metaBytes));
+  std::memcpy(out, meta.data(), metaBytes);
+  return Status::Ok();
+}
+
+Status MaxMinCodec::decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
+                           float* dst, bool accumulate) const {
+  thread_local std::vector<float> meta;  // per thread: no allocation per call
+  meta.resize(2 * device::maxMinBuckets(count, bucket_));
+  const size_t metaBytes = meta.size() * sizeof(float);
+  std::memcpy(meta.data(), in, metaBytes);
+  device::MaxMinSpec spec{bits_, bucket_, 0};
+  Status s = dev.dequantizeMaxMin(meta.data(), in + metaBytes, count, spec, dst, accumulate);
+  if (s.code() == Err::RemoteError)
+    return makeStatus(Err::RemoteError, "qsgd payload from rank %d: %s", peer, s.message().c_str());
+  return s;
+}
+
+Status rbfSpecForVmax(float vmax, int bits, int mantissa, int peer, device::RbfSpec* spec) {
+  GC_REQUIRE(std::isfinite(vmax) && vmax >= 0, Err::RemoteError,
+             "RBF payload from rank %d: vmax %g (expected finite and >= 0)", peer, double(vmax));
+  spec->bits = bits;
+  spec->mantissa = mantissa;
+  spec->eps = device::rbfEpsForVmax(double(vmax), bits, mantissa);
+  return Status::Ok();
+}
+
+size_t RbfCodec::encodedBytes(size_t count) const {
+  return sizeof(float) + device::packedBytes(count, bits_);
+}
+
+Status RbfCodec::encode(device::Backend& dev, const float* src, size_t count, size_t offset,
+                        uint64_t stream, uint8_t* out) const {
+  (void)offset, (void)stream;  // round to nearest: no randomness
+  float vmax = float(vmax_);
+  if (vmax_ == 0) {
+    device::AbsStats st;
+    GC_CHECK(dev.absStats(src, count, &st));
+    vmax = float(st.maxAbs);
+  }
+  device::RbfSpec spec;
+  GC_CHECK(rbfSpecForVmax(vmax, bits_, mantissa_, -1, &spec));
+  std::memcpy(out, &vmax, sizeof(float));
+  return dev.rbfEncode(src, count, spec, out + sizeof(float));
+}
+
+Status RbfCodec::decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
+                        float* dst, bool accumulate) const {
+  float vmax = 0;
+  std::memcpy(&vmax, in, sizeof(float));
+  device::RbfSpec spec;
+  GC_CHECK(rbfSpecForVmax(vmax, bits_, mantissa_, peer, &spec));
+  Status s = dev.rbfDecode(in + sizeof(float), count, spec, dst, accumulate);
+  if (s.code() == Err::RemoteError)
+    return makeStatus(Err::RemoteError, "RBF payload from rank %d: %s", peer, s.message().c_str());
+  return s;
+}
+
+}  // namespace gradcomp::algo::quant

@@ -1,0 +1,178 @@
+#include "algorithms/quant/code_exchange.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace gradcomp::algo::quant {
+
+Status RawCodec::encode(device::Backend& dev, const float* src, size_t count, size_t offset,
+                        uint64_t stream, uint8_t* out) const {
+  (void)offset, (void)stream;
+  return dev.copy(out, src, count * sizeof(float));
+}
+
+Status RawCodec::decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
+                        float* dst, bool accumulate) const {
+  (void)peer;
+  if (!accumulate) return dev.copy(dst, in, count * sizeof(float));
+  // The payload is a byte buffer: add through an aligned view.
+  thread_local std::vector<float> tmp;
+  tmp.resize(count);
+  GC_CHECK(dev.copy(tmp.data(), in, count * sizeof(float)));
+  return dev.add(dst, dst, tmp.data(), count, DataType::Float32);
+}
+
+ChunkRange chunkRange(size_t n, int P, int c, size_t align) {
+  const size_t units = (n + align - 1) / align;
+  const size_t lo = units * size_t(c) / size_t(P), hi = units * size_t(c + 1) / size_t(P);
+  const size_t begin = std::min(n, lo * align), end = std::min(n, hi * align);
+  return {begin, end - begin};
+}
+
+Status exchangeAll(transport::Transport& net, uint64_t tag, const std::vector<Transfer>& recvs,
+                   const std::vector<Transfer>& sends, const char* what) {
+  std::vector<transport::Handle> handles;
+  auto cancelAll = [&] {
+    for (transport::Handle h : handles) net.cancel(h);
+  };
+  for (const Transfer& t : recvs) {
+    transport::Handle h = 0;
+    Status s = net.irecv(t.peer, tag, t.data, t.bytes, &h);
+    if (!s.ok()) {
+      cancelAll();
+      return s;
+    }
+    handles.push_back(h);
+  }
+  for (const Transfer& t : sends) {
+    transport::Handle h = 0;
+    Status s = net.isend(t.peer, tag, t.data, t.bytes, &h);
+    if (!s.ok()) {
+      cancelAll();
+      return s;
+    }
+    handles.push_back(h);
+  }
+  std::vector<size_t> got(handles.size(), 0);
+  GC_CHECK(net.waitAll(handles.data(), handles.size(), got.data()));  // releases all handles
+  for (size_t i = 0; i < recvs.size(); ++i)
+    GC_REQUIRE(got[i] == recvs[i].bytes, Err::RemoteError,
+               "%s: rank %d sent %zu bytes where %zu were expected (peers disagree on count, "
+               "dtype or algorithm parameters?)",
+               what, recvs[i].peer, got[i], recvs[i].bytes);
+  return Status::Ok();
+}
+
+namespace {
+
+// Owner's sum for its chunk: contributions in rank order, its own exact.
+Status finishSum(device::Backend& dev, RedOp op, int P, float* sum, size_t count) {
+  if (op == RedOp::Avg && count) GC_CHECK(dev.divide(sum, count, DataType::Float32, P));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
+                     const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
+                     float* out, float* contribution, uint64_t firstStep, Workspace* ws) {
+  device::Backend& dev = ctx.dev;
+  const int P = ctx.net.size(), r = ctx.net.rank();
+  const size_t align = phase1.align();
+  const ChunkRange mine = chunkRange(n, P, r, align);
+
+  // Phase 1: encode every other chunk for its owner.
+  std::vector<std::vector<uint8_t>>& sendBuf = ws->send;
+  std::vector<std::vector<uint8_t>>& recvBuf = ws->recv;
+  sendBuf.resize(P);
+  recvBuf.resize(P);
+  std::vector<Transfer> sends, recvs;
+  for (int j = 0; j < P; ++j) {
+    if (j == r) continue;
+    const ChunkRange c = chunkRange(n, P, j, align);
+    sendBuf[j].resize(phase1.encodedBytes(c.size));
+    GC_CHECK(phase1.encode(dev, acc + c.begin, c.size, c.begin, seeds.phase1(r), sendBuf[j].data()));
+    if (contribution)
+      GC_CHECK(phase1.decode(dev, sendBuf[j].data(), c.size, r, contribution + c.begin, false));
+    recvBuf[j].resize(phase1.encodedBytes(mine.size));
+    sends.push_back({j, sendBuf[j].data(), sendBuf[j].size()});
+    recvs.push_back({j, recvBuf[j].data(), recvBuf[j].size()});
+  }
+  if (contribution) GC_CHECK(dev.copy(contribution + mine.begin, acc + mine.begin, mine.size * 4));
+  GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep), recvs, sends,
+                       "quantized reduce-scatter"));
+
+  std::vector<float>& sum = ws->sum;
+  sum.resize(mine.size);
+  for (int s = 0; s < P; ++s) {
+    if (s == r) {
+      if (s == 0) GC_CHECK(dev.copy(sum.data(), acc + mine.begin, mine.size * 4));
+      else GC_CHECK(dev.add(sum.data(), sum.data(), acc + mine.begin, mine.size, DataType::Float32));
+    } else {
+      GC_CHECK(phase1.decode(dev, recvBuf[s].data(), mine.size, s, sum.data(), s != 0));
+    }
+  }
+  GC_CHECK(finishSum(dev, op, P, sum.data(), mine.size));
+
+  // Phase 2: the owner's encoded sum to everyone; all decode the same bytes.
+  std::vector<uint8_t>& ownBuf = ws->bytes;
+  ownBuf.resize(phase2.encodedBytes(mine.size));
+  GC_CHECK(phase2.encode(dev, sum.data(), mine.size, mine.begin, seeds.phase2(r), ownBuf.data()));
+  GC_CHECK(phase2.decode(dev, ownBuf.data(), mine.size, r, out + mine.begin, false));
+  sends.clear();
+  recvs.clear();
+  for (int j = 0; j < P; ++j) {
+    if (j == r) continue;
+    const ChunkRange c = chunkRange(n, P, j, align);
+    recvBuf[j].resize(phase2.encodedBytes(c.size));
+    recvs.push_back({j, recvBuf[j].data(), recvBuf[j].size()});
+    sends.push_back({j, ownBuf.data(), ownBuf.size()});
+  }
+  GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep + 1), recvs, sends,
+                       "quantized allgather"));
+  for (int j = 0; j < P; ++j) {
+    if (j == r) continue;
+    const ChunkRange c = chunkRange(n, P, j, align);
+    GC_CHECK(phase2.decode(dev, recvBuf[j].data(), c.size, j, out + c.begin, false));
+  }
+  return Status::Ok();
+}
+
+Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const ChunkCodec& phase2,
+                        const ExchangeSeeds& seeds, RedOp op,
+                        const std::vector<std::vector<float>>& acc, std::vector<float>* out,
+                        std::vector<std::vector<float>>* contribution) {
+  const int P = int(acc.size());
+  const size_t n = acc.empty() ? 0 : acc[0].size();
+  out->assign(n, 0.0f);
+  if (contribution) contribution->assign(P, std::vector<float>(n, 0.0f));
+  std::vector<uint8_t> buf;
+  std::vector<float> sum, part;
+  for (int j = 0; j < P; ++j) {  // owner j's chunk
+    const ChunkRange c = chunkRange(n, P, j, phase1.align());
+    sum.assign(c.size, 0.0f);
+    for (int s = 0; s < P; ++s) {
+      const float* src = acc[s].data() + c.begin;
+      if (s == j) {
+        part.assign(src, src + c.size);
+        if (contribution) std::copy(part.begin(), part.end(), (*contribution)[s].begin() + c.begin);
+      } else {
+        buf.resize(phase1.encodedBytes(c.size));
+        part.resize(c.size);
+        GC_CHECK(phase1.encode(dev, src, c.size, c.begin, seeds.phase1(s), buf.data()));
+        GC_CHECK(phase1.decode(dev, buf.data(), c.size, s, part.data(), false));
+        if (contribution) std::copy(part.begin(), part.end(), (*contribution)[s].begin() + c.begin);
+      }
+      // Same fp32 operations as the owner: copy for rank 0, add after.
+      if (s == 0) sum = part;
+      else GC_CHECK(dev.add(sum.data(), sum.data(), part.data(), c.size, DataType::Float32));
+    }
+    GC_CHECK(finishSum(dev, op, P, sum.data(), c.size));
+    buf.resize(phase2.encodedBytes(c.size));
+    GC_CHECK(phase2.encode(dev, sum.data(), c.size, c.begin, seeds.phase2(j), buf.data()));
+    GC_CHECK(phase2.decode(dev, buf.data(), c.size, j, out->data() + c.begin, false));
+  }
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::algo::quant

@@ -1,0 +1,101 @@
+// The allreduce schedule of the element-wise codecs (qsgd, rbf, and the exact
+// fallback), in one place for the distributed run and its central mirror:
+//
+//   reduce-scatter: the buffer is split into P chunks (boundaries aligned to
+//     the codec's bucket); rank r encodes chunk j of its acc and sends it to
+//     rank j (phase 1); rank j decodes every contribution and sums in fp32 in
+//     rank order, its own chunk taken exactly (avg: / P, fp64, one rounding);
+//   allgather: owner j encodes its sum once (phase 2) and sends it to every
+//     rank; every rank, the owner included, decodes it, so all ranks return
+//     bit-identical results.
+//
+// Wire volume per rank: sum over the P-1 other chunks of the phase-1 payload +
+// (P-1) times its own phase-2 payload, i.e. 2(P-1)/P of the encoded buffer:
+// for b-bit codes about b/32 of the dense ring's 2(P-1)/P * 4n bytes.
+// Payload sizes depend only on (count, P, codec), so they are identical on
+// every rank and a receive of any other length is a RemoteError.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "device/quant_types.h"
+
+namespace gradcomp::algo::quant {
+
+// Buffers an algorithm object keeps across calls (grown, never shrunk): large
+// calls then neither allocate nor fault in fresh pages every time.
+struct Workspace {
+  std::vector<float> out, contribution, sum, spectrum, own;
+  std::vector<std::vector<uint8_t>> send, recv;  // by peer
+  std::vector<uint8_t> bytes;
+};
+
+// Encodes fp32 chunks into self-describing-enough payloads of a fixed size.
+class ChunkCodec {
+ public:
+  virtual ~ChunkCodec() = default;
+  // Chunk boundaries are multiples of this (qsgd: its bucket).
+  virtual size_t align() const { return 1; }
+  virtual size_t encodedBytes(size_t count) const = 0;
+  // src[0..count) is the buffer's range starting at element `offset`; `stream`
+  // seeds stochastic rounding (device::streamSeed).
+  virtual Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
+                        uint64_t stream, uint8_t* out) const = 0;
+  // dst (+)= decoded payload; RemoteError naming `peer` when it is malformed.
+  virtual Status decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
+                        float* dst, bool accumulate) const = 0;
+};
+
+// fp32 values as they are (the exact fallback).
+class RawCodec final : public ChunkCodec {
+ public:
+  size_t encodedBytes(size_t count) const override { return count * sizeof(float); }
+  Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
+                uint64_t stream, uint8_t* out) const override;
+  Status decode(device::Backend& dev, const uint8_t* in, size_t count, int peer, float* dst,
+                bool accumulate) const override;
+};
+
+struct ChunkRange {
+  size_t begin = 0, size = 0;
+};
+// Chunk c of P: units of `align` elements split as evenly as possible.
+ChunkRange chunkRange(size_t n, int P, int c, size_t align);
+
+// Which rounding stream each encoding uses: phase 1 by the sending rank,
+// phase 2 by the owner.
+struct ExchangeSeeds {
+  uint64_t userSeed = 0;
+  uint64_t call = 0;
+  uint64_t phase1(int rank) const { return device::streamSeed(userSeed, call, uint64_t(rank), 1); }
+  uint64_t phase2(int rank) const { return device::streamSeed(userSeed, call, uint64_t(rank), 2); }
+};
+
+// Distributed. acc: this rank's n fp32 values; out: n results; contribution
+// (nullable): what this rank's encodings decode to, acc on its own chunk (for
+// error feedback). Uses tag steps firstStep and firstStep + 1.
+Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
+                     const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
+                     float* out, float* contribution, uint64_t firstStep, Workspace* ws);
+
+// Central mirror: acc[r] for every rank; out gets the result every rank
+// returns, contribution[r] (nullable) what exchangeCodes gives rank r.
+Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const ChunkCodec& phase2,
+                        const ExchangeSeeds& seeds, RedOp op,
+                        const std::vector<std::vector<float>>& acc, std::vector<float>* out,
+                        std::vector<std::vector<float>>* contribution);
+
+// Posts every receive, then every send, and waits; each receive must be
+// exactly its expected length (RemoteError naming the peer and `what`).
+struct Transfer {
+  int peer;
+  void* data;
+  size_t bytes;
+};
+Status exchangeAll(transport::Transport& net, uint64_t tag, const std::vector<Transfer>& recvs,
+                   const std::vector<Transfer>& sends, const char* what);
+
+}  // namespace gradcomp::algo::quant

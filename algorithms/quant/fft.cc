@@ -1,0 +1,197 @@
+// "fft": FFT sparsification with range-based float values (seed 003, notes
+// section 7). Each rank transforms acc in chunks (real-to-complex, fp32),
+// keeps the (1 - theta) fraction of each chunk's bins with the most energy,
+// RBF-encodes them (fft_payload.h) and allgathers the payload; every rank
+// decodes all P payloads in rank order into one spectrum (linearity: the sum
+// of spectra is the spectrum of the sum) and runs one inverse FFT. All ranks
+// decode the same bytes in the same order, so they return identical results.
+//
+// theta schedule: theta_t = THETA * max(0, 1 - t / THETA_DECAY_CALLS), t = the
+// number of earlier calls with this bufferKey (THETA_DECAY_CALLS = 0: constant),
+// so training can diminish theta to 0 as the paper requires for convergence.
+// Error feedback: residual = acc - inverse FFT of this rank's own decoded
+// payload (the time-domain part it did not get across).
+//
+// Wire bytes per rank: 24 (P-1) for the stats exchange + (P-1) * payload.
+#include <algorithm>
+#include <memory>
+
+#include "algorithms/quant/code_exchange.h"
+#include "algorithms/quant/fft_payload.h"
+#include "algorithms/quant/quant_algorithms.h"
+#include "algorithms/quant/quant_common.h"
+#include "common/log.h"
+
+namespace gradcomp::algo::quant {
+namespace {
+
+constexpr const char* kName = "fft";
+
+struct FftConfig {
+  FftLayout layout;  // n and keep are per call
+  double theta = 0.85;
+  int64_t decayCalls = 0;
+};
+
+Status readConfig(const param::Overrides& config, FftConfig* out) {
+  GC_CHECK(readBits(config, 10, &out->layout.bits));
+  GC_REQUIRE(out->layout.bits == 0 || (out->layout.bits >= 3 && out->layout.bits <= 16),
+             Err::InvalidConfig,
+             "fft: GRADCOMP_BITS=%d is not supported (accepted: 0 for raw fp32 bins, 3..16)",
+             out->layout.bits);
+  if (out->layout.bits)
+    GC_CHECK(readRbfMantissa(config, out->layout.bits, kName, &out->layout.mantissa));
+  GC_CHECK(readRbfVmax(config, &out->layout.vmax));
+  GC_CHECK(config.getDouble(param::Id::THETA, &out->theta));
+  GC_CHECK(config.getInt(param::Id::THETA_DECAY_CALLS, &out->decayCalls));
+  int64_t chunk = 0;
+  GC_CHECK(config.getInt(param::Id::FFT_CHUNK, &chunk));
+  out->layout.chunk = size_t(chunk);
+  return Status::Ok();
+}
+
+FftLayout layoutFor(const FftConfig& cfg, size_t n, uint64_t call) {
+  FftLayout l = cfg.layout;
+  l.n = n;
+  double theta = cfg.theta;
+  if (cfg.decayCalls > 0) theta *= std::max(0.0, 1.0 - double(call) / double(cfg.decayCalls));
+  l.keep = 1.0 - theta;
+  return l;
+}
+
+// |spectrum| <= chunk * max|x| per rank; P of them are summed.
+double growthFor(const FftConfig& cfg, int P) { return double(P) * double(cfg.layout.chunk); }
+
+Status inverseTo(device::Backend& dev, const FftLayout& l, const std::vector<float>& spectrum,
+                 RedOp op, int P, float* out) {
+  GC_CHECK(dev.fftInverse(spectrum.data(), l.n, l.chunk, out));
+  if (op == RedOp::Avg) GC_CHECK(dev.divide(out, l.n, DataType::Float32, P));
+  return Status::Ok();
+}
+
+class Fft final : public Algorithm {
+ public:
+  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
+    GC_CHECK(checkArgs(kName, args));
+    if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
+    FftConfig cfg;
+    GC_CHECK(readConfig(ctx.config, &cfg));
+    const int P = ctx.net.size(), r = ctx.net.rank();
+    CallState& st = st_;
+    GC_CHECK(beginCall(ctx, args, true, growthFor(cfg, P), &calls_, &st));
+    if (st.fallback) return fallbackCall(ctx, args, &st, &ws_);
+    const FftLayout l = layoutFor(cfg, args.count, st.call);
+    const size_t bytes = fftPayloadBytes(l);
+    std::vector<std::vector<uint8_t>>& payload = ws_.recv;
+    payload.resize(P);
+    for (auto& p : payload) p.resize(bytes);
+    GC_CHECK(fftEncode(ctx.dev, l, st.acc.data(), payload[r].data()));
+    std::vector<Transfer> sends, recvs;
+    for (int j = 0; j < P; ++j) {
+      if (j == r) continue;
+      recvs.push_back({j, payload[j].data(), bytes});
+      sends.push_back({j, payload[r].data(), bytes});
+    }
+    GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, 1), recvs, sends,
+                         "FFT payload allgather"));
+    const size_t bins = device::fftBinCount(l.n, l.chunk);
+    std::vector<float>& spectrum = ws_.spectrum;
+    std::vector<float>& out = ws_.out;
+    std::vector<float>& contribution = ws_.contribution;
+    spectrum.assign(2 * bins, 0.0f);
+    out.resize(args.count);
+    for (int s = 0; s < P; ++s) GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[s].data(), s, spectrum.data()));
+    GC_CHECK(inverseTo(ctx.dev, l, spectrum, args.op, P, out.data()));
+    if (st.errorFeedback) {
+      std::vector<float>& own = ws_.own;
+      own.assign(2 * bins, 0.0f);
+      GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[r].data(), r, own.data()));
+      contribution.resize(args.count);
+      GC_CHECK(ctx.dev.fftInverse(own.data(), l.n, l.chunk, contribution.data()));
+    }
+    return endCall(ctx, args, &st, out.data(), st.errorFeedback ? contribution.data() : nullptr);
+  }
+
+ private:
+  CallCounter calls_;
+  CallState st_;
+  Workspace ws_;
+};
+
+class FftReference final : public Reference {
+ public:
+  Status init(int nranks, const param::Overrides& config) {
+    GC_CHECK(readConfig(config, &cfg_));
+    return CentralRanks::create(nranks, config, &ranks_);
+  }
+  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                std::vector<double>* expected, std::vector<double>* tolerance) override {
+    GC_CHECK(checkArgs("fft reference", args, false));
+    if (args.count == 0) {
+      expected->clear();
+      tolerance->clear();
+      return Status::Ok();
+    }
+    device::Backend& dev = device::cpuBackend();
+    const int P = ranks_->size();
+    std::vector<std::vector<float>> acc, contribution(P);
+    std::vector<device::AbsStats> stats;
+    bool fallback = false;
+    uint64_t call = 0;
+    GC_CHECK(ranks_->begin(inputs, args, true, growthFor(cfg_, P), &acc, &stats, &fallback, &call));
+    std::vector<float> out(args.count);
+    if (fallback) {
+      GC_CHECK(ranks_->fallback(acc, args, true, &out));
+    } else {
+      const FftLayout l = layoutFor(cfg_, args.count, call);
+      const size_t bins = device::fftBinCount(l.n, l.chunk);
+      std::vector<uint8_t> payload(fftPayloadBytes(l));
+      std::vector<float> spectrum(2 * bins, 0.0f), own;
+      for (int s = 0; s < P; ++s) {
+        GC_CHECK(fftEncode(dev, l, acc[s].data(), payload.data()));
+        GC_CHECK(fftDecodeAdd(dev, l, payload.data(), s, spectrum.data()));
+        own.assign(2 * bins, 0.0f);
+        GC_CHECK(fftDecodeAdd(dev, l, payload.data(), s, own.data()));
+        contribution[s].resize(args.count);
+        GC_CHECK(dev.fftInverse(own.data(), l.n, l.chunk, contribution[s].data()));
+      }
+      GC_CHECK(inverseTo(dev, l, spectrum, args.op, P, out.data()));
+      GC_CHECK(ranks_->end(args, true, acc, contribution));
+    }
+    // Same plans, same operations, same order: bit-exact in practice. The
+    // tolerance (1e-6 of the largest |result|) only allows for an FFT library
+    // that picks different kernels in the two processes.
+    fillExpected(out, fallback ? 0.0 : 1e-6, expected, tolerance);
+    return Status::Ok();
+  }
+
+ private:
+  FftConfig cfg_;
+  std::unique_ptr<CentralRanks> ranks_;
+};
+
+}  // namespace
+
+Status makeFftReference(int nranks, const param::Overrides& config,
+                        std::unique_ptr<Reference>* out) {
+  auto ref = std::make_unique<FftReference>();
+  GC_CHECK(ref->init(nranks, config));
+  *out = std::move(ref);
+  return Status::Ok();
+}
+
+GC_REGISTER_ALGORITHM(
+    fft, {kName,
+          "FFT sparsification: keep the (1-theta) highest-energy bins per chunk, RBF-encode, "
+          "allgather, sum spectra, one inverse FFT",
+          {param::Id::THETA, param::Id::THETA_DECAY_CALLS, param::Id::FFT_CHUNK, param::Id::BITS,
+           param::Id::RBF_MANTISSA, param::Id::RBF_VMAX},
+          [] { return std::unique_ptr<Algorithm>(new Fft()); },
+          [](int nranks) {
+            std::unique_ptr<Reference> ref;
+            Status s = makeFftReference(nranks, param::Overrides{}, &ref);
+            if (!s.ok()) GC_WARN("fft reference: %s", s.toString().c_str());
+            return ref;
+          }});
+
+}  // namespace gradcomp::algo::quant

@@ -1,0 +1,49 @@
+// The algorithm registry: a name -> AlgorithmInfo map filled by the static
+// registrars of algorithm files (GC_REGISTER_ALGORITHM) during static
+// initialization. The map is a function-local static so registration works
+// whatever order the translation units are initialized in. Registration is
+// single-threaded (static init); lookups afterwards only read.
+#include <map>
+
+#include "algorithms/algorithm.h"
+#include "common/log.h"
+
+namespace gradcomp::algo {
+namespace {
+
+std::map<std::string, AlgorithmInfo>& registry() {
+  static std::map<std::string, AlgorithmInfo> algorithms;
+  return algorithms;
+}
+
+}  // namespace
+
+void registerAlgorithm(AlgorithmInfo info) {
+  // A duplicate name is a build mistake (two files claim one name); keep the
+  // first so behaviour does not depend on link order, and say so.
+  const std::string name = info.name;
+  if (!registry().emplace(name, std::move(info)).second)
+    GC_WARN("algorithm '%s' registered twice; keeping the first registration", name.c_str());
+}
+
+const AlgorithmInfo* findAlgorithm(const std::string& name) {
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+std::vector<const AlgorithmInfo*> listAlgorithms() {
+  std::vector<const AlgorithmInfo*> out;
+  for (const auto& entry : registry()) out.push_back(&entry.second);  // std::map: sorted
+  return out;
+}
+
+std::string algorithmNames() {
+  std::string names;
+  for (const auto& entry : registry()) {
+    if (!names.empty()) names += ", ";
+    names += entry.first;
+  }
+  return names;
+}
+
+}  // namespace gradcomp::algo

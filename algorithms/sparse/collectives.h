@@ -1,0 +1,50 @@
+// Small collectives and a request set used by the sparse schedules. Tags are
+// transport::makeTag(ctx.callSeq, step + round); each helper documents the
+// step range it uses so phases of one call never share a tag.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+
+namespace gradcomp::algo::sparse {
+
+// Pending sends/receives of one phase; the destructor cancels whatever is
+// still pending (error paths), so no transfer outlives its buffers.
+class RequestSet {
+ public:
+  explicit RequestSet(transport::Transport& net) : net_(net) {}
+  ~RequestSet();
+  RequestSet(const RequestSet&) = delete;
+  RequestSet& operator=(const RequestSet&) = delete;
+
+  Status send(int peer, uint64_t tag, const void* data, size_t bytes);
+  // *got receives the message length at completion.
+  Status recv(int peer, uint64_t tag, void* data, size_t capacity, size_t* got);
+  Status waitAll();
+
+ private:
+  transport::Transport& net_;
+  std::vector<transport::Handle> handles_;
+  std::vector<size_t*> lengths_;  // nullptr for sends
+};
+
+// True on every rank when `mine` is true on any rank. Dissemination over
+// ceil(log2 P) rounds of one word; steps [step, step + 32).
+Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any);
+
+// Allgather of byte blocks: (*blocks)[rank] holds this rank's block on entry,
+// every block on return. caps[r] bounds block r's size (checked on receipt).
+// Recursive doubling when P is a power of two, a ring otherwise.
+// Steps [step, step + 64).
+Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
+                       std::vector<std::vector<uint8_t>>* blocks);
+
+// Allgather of `mine.size()` words (the same size on every rank) into
+// all[r * size + i]. Steps [step, step + 64).
+Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& mine,
+                      std::vector<uint64_t>* all);
+
+}  // namespace gradcomp::algo::sparse

@@ -1,0 +1,96 @@
+// Ok-Topk sparse allreduce (Li & Hoefler, PPoPP'22, Algorithm 1; algorithms.md
+// section 3). Result u = Topk_k(sum_i Topk_k(acc_i)) with thresholds that are
+// exact every TOPK_TAU_PRIME calls and reused (nudged) in between, identical
+// on every rank.
+//
+// The decision logic lives here as plain functions over data, shared by the
+// distributed schedule (oktopk.cc, oktopk_split.cc, oktopk_gather.cc) and the
+// central reference (oktopk_reference.cc), so both decide identically.
+//
+// Decisions beyond the paper (docs/design.md):
+// - Local count upper limit = k: a reused local threshold that admits more
+//   than k entries is replaced by an exact selection for that call (this keeps
+//   the 6k(P-1)/P bound); below 3k/4 the threshold is divided by 1.012 for the
+//   next call (the reference code's factor).
+// - Global: the K candidates above the reused global threshold are
+//   allgathered. K <= k: the result is all of them (below 3k/4 the threshold
+//   is divided by 1.01 for the next call). K > k: their exact top-k; since the
+//   candidates are every reduced value above the old threshold, their k-th
+//   largest is the exact global threshold, which replaces the old one (a
+//   free re-evaluation; the paper's *1.008 nudge is not needed). Such calls
+//   move 2K(P-1)/P words in the allgatherv, within the 6k bound while K <= 2k.
+// - On evaluation calls every rank receives all reduced values (allgatherv),
+//   so the global top-k is computed in place and balance/allgatherv is skipped.
+// - Region j's sum adds sources in the order j, j-1, ..., j+1 (mod P): the
+//   order of the rotated schedule, so the reference reproduces it bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/sparse/sparse_common.h"
+
+namespace gradcomp::algo::sparse::oktopk {
+
+struct Threshold {
+  float th = 0;
+  bool valid = false;
+};
+
+struct Schedule {
+  bool evaluate;     // exact local and global thresholds this call
+  bool repartition;  // new region boundaries this call
+};
+inline Schedule scheduleOf(uint64_t compressedCall, const SparseParams& p) {
+  return {compressedCall % uint64_t(p.tauPrime) == 0, compressedCall % uint64_t(p.tau) == 0};
+}
+
+// Per-tensor state of one rank.
+struct KeyState {
+  size_t count = 0;
+  uint64_t compressedCalls = 0;
+  Threshold local, global;
+  std::vector<uint64_t> bounds;  // P + 1 region boundaries
+};
+
+// This call's local selection (sorted COO) and the next call's threshold.
+Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, bool evaluate,
+                   Threshold* state, Coo* out);
+
+// One rank's proposed boundaries (P - 1 words): its selected indexes at
+// positions floor(cnt * j / P), j = 1..P-1; j * n / P when it selected nothing.
+std::vector<uint64_t> proposeBoundaries(const Coo& selected, size_t n, int P);
+// all = P proposals of P - 1 words: b[0] = 0, b[j] = floor(sum_r all[r][j-1] / P),
+// b[P] = n. Non-decreasing by construction.
+std::vector<uint64_t> combineBoundaries(const std::vector<uint64_t>& all, size_t n, int P);
+// Entries of the sorted list `sel` inside [lo, hi): [*first, *last).
+void rangeOf(const Coo& sel, uint64_t lo, uint64_t hi, size_t* first, size_t* last);
+
+// Evaluation: the exact global top-k of all reduced non-zeros (sorted COO).
+Status globalEvaluate(device::Backend& dev, const Coo& reduced, size_t k, Threshold* global,
+                      Coo* result);
+// Reuse: the K candidates above the reused threshold, truncated to the exact
+// top-k (and the threshold set exactly) when K > k; else nudged.
+Status globalFromCandidates(device::Backend& dev, const Coo& candidates, size_t k,
+                            Threshold* global, Coo* result);
+
+// acc[i] = 0 for i in local AND result (the entries this rank contributed).
+Status zeroContribution(device::Backend& dev, float* acc, size_t n, const Coo& local,
+                        const Coo& result);
+
+// Distributed phases (ctx.net); steps documented in the .cc files.
+// Rank me's region [bounds[me], bounds[me+1]) summed over every rank's local
+// selection (each holds at most k entries), into *region (dense fp32).
+Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
+                      size_t k, std::vector<float>* region);
+// Every rank's reduced region non-zeros (each region holds at most P*k) to
+// every rank, in index order (allgatherBlocks, each in its smallest format).
+Status gatherRegions(Context& ctx, const std::vector<float>& region,
+                     const std::vector<uint64_t>& bounds, size_t k, Coo* all);
+// Global selection from the reduced regions: *result (sorted, identical on
+// every rank).
+Status globalPhase(Context& ctx, const std::vector<float>& region,
+                   const std::vector<uint64_t>& bounds, size_t k, bool evaluate,
+                   Threshold* global, Coo* result);
+
+}  // namespace gradcomp::algo::sparse::oktopk

@@ -1,0 +1,98 @@
+// Ok-Topk reference: the whole algorithm computed centrally with the same
+// decision functions (oktopk.h) and the same summation order, so the
+// distributed result must match it bit for bit, including threshold reuse.
+#include <map>
+
+#include "algorithms/sparse/oktopk.h"
+#include "algorithms/sparse/reference_frame.h"
+
+namespace gradcomp::algo::sparse::oktopk {
+namespace {
+
+class OkTopkReference final : public Reference {
+ public:
+  explicit OkTopkReference(int nranks) : frame_(nranks) {}
+  Status configure(const param::Overrides& config) override { return frame_.configure(config); }
+
+  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                std::vector<double>* expected, std::vector<double>* tolerance) override {
+    bool compress = false;
+    GC_CHECK(frame_.begin(inputs, args, &compress, expected, tolerance));
+    if (!compress) return Status::Ok();
+    device::Backend& cpu = device::cpuBackend();
+    const int P = frame_.nranks();
+    const size_t n = args.count, k = topkCount(frame_.params().density, n);
+    State& st = keys_[tensorKey(args)];
+    if (st.count != n) st = State{n, 0, std::vector<Threshold>(P), {}, {}};
+    const Schedule sched = scheduleOf(st.compressedCalls++, frame_.params());
+
+    std::vector<Coo> local(P);
+    for (int r = 0; r < P; ++r)
+      GC_CHECK(selectLocal(cpu, frame_.acc(r).data(), n, k, sched.evaluate, &st.local[r],
+                           &local[r]));
+    if (sched.repartition || st.bounds.size() != size_t(P) + 1) {
+      std::vector<uint64_t> all;
+      for (int r = 0; r < P; ++r) {
+        const auto b = proposeBoundaries(local[r], n, P);
+        all.insert(all.end(), b.begin(), b.end());
+      }
+      st.bounds = combineBoundaries(all, n, P);
+    }
+    // Region j sums sources j, j-1, ..., j+1 (mod P), like the rotated schedule.
+    std::vector<float> reduced(n, 0.0f);
+    for (int j = 0; j < P; ++j)
+      for (int s = 0; s < P; ++s) {
+        const Coo& src = local[(j - s + P) % P];
+        size_t first = 0, last = 0;
+        rangeOf(src, st.bounds[j], st.bounds[j + 1], &first, &last);
+        GC_CHECK(cpu.scatterAdd(reduced.data(), n, 0, src.idx.data() + first,
+                                src.val.data() + first, last - first));
+      }
+    Coo result;
+    bool evaluated = sched.evaluate || !st.global.valid;
+    if (!evaluated) {
+      Coo candidates;
+      GC_CHECK(compact(reduced, st.global.th, &candidates));
+      GC_CHECK(globalFromCandidates(cpu, candidates, k, &st.global, &result));
+    }
+    if (evaluated) {
+      Coo all;
+      GC_CHECK(compact(reduced, 0.0f, &all));
+      GC_CHECK(globalEvaluate(cpu, all, k, &st.global, &result));
+    }
+    std::vector<float> sum(n, 0.0f);
+    GC_CHECK(cpu.scatterAdd(sum.data(), n, 0, result.idx.data(), result.val.data(), result.size()));
+    for (int r = 0; r < P; ++r)
+      GC_CHECK(zeroContribution(cpu, frame_.acc(r).data(), n, local[r], result));
+    return frame_.finish(args, sum, expected, tolerance);
+  }
+
+ private:
+  static Status compact(const std::vector<float>& x, float th, Coo* out) {
+    out->idx.resize(x.size());
+    out->val.resize(x.size());
+    size_t cnt = 0;
+    GC_CHECK(device::cpuBackend().compactAbove(x.data(), x.size(), th, 0, 0, out->idx.data(),
+                                               out->val.data(), x.size(), &cnt));
+    out->idx.resize(cnt);
+    out->val.resize(cnt);
+    return Status::Ok();
+  }
+  struct State {
+    size_t count = 0;
+    uint64_t compressedCalls = 0;
+    std::vector<Threshold> local;
+    Threshold global;
+    std::vector<uint64_t> bounds;
+  };
+  ReferenceFrame frame_;
+  std::map<uint64_t, State> keys_;
+};
+
+}  // namespace
+
+std::unique_ptr<Reference> makeReference(int nranks) {
+  return std::unique_ptr<Reference>(new OkTopkReference(nranks));
+}
+
+}  // namespace gradcomp::algo::sparse::oktopk

@@ -1,0 +1,63 @@
+// Central replay of the sparse call frame (see reference_frame.h).
+#include "algorithms/sparse/reference_frame.h"
+
+namespace gradcomp::algo::sparse {
+
+Status ReferenceFrame::configure(const param::Overrides& config) {
+  GC_CHECK(params_.read(config));
+  stores_.clear();
+  for (int r = 0; r < nranks_; ++r) {
+    std::unique_ptr<ErrorFeedbackStore> s;
+    GC_CHECK(ErrorFeedbackStore::create(config, &s));
+    stores_.push_back(std::move(s));
+  }
+  accs_.assign(nranks_, {});
+  configured_ = true;
+  return Status::Ok();
+}
+
+Status ReferenceFrame::ensureConfigured() {
+  if (configured_) return Status::Ok();
+  return configure(param::Overrides());  // registry values
+}
+
+Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                             bool* compress, std::vector<double>* expected,
+                             std::vector<double>* tolerance) {
+  GC_CHECK(ensureConfigured());
+  GC_REQUIRE(int(inputs.size()) == nranks_, Err::InvalidArgument,
+             "reference: %zu inputs for %d ranks", inputs.size(), nranks_);
+  *compress = false;
+  const uint64_t seq = callSeq_++;
+  if (args.count == 0 || !isFloating(args.dtype))
+    return expectedDense(inputs, args, expected, tolerance);
+  const uint64_t key = tensorKey(args);
+  KeyCalls& kc = calls_[key];
+  if (kc.count != args.count) kc = KeyCalls{args.count, 0};
+  if (kc.calls++ < uint64_t(params_.warmupCalls))
+    return expectedDense(inputs, args, expected, tolerance);
+  bool finite = true;
+  for (int r = 0; r < nranks_; ++r) {
+    GC_CHECK(loadFp32(inputs[r], args, &accs_[r]));
+    if (stores_[r]->enabled()) {
+      stores_[r]->retireStale(seq);
+      GC_CHECK(stores_[r]->addResidual(key, seq, accs_[r].data(), args.count));
+    }
+    finite = finite && allFinite(accs_[r]);
+  }
+  if (!finite) return expectedDense(inputs, args, expected, tolerance);
+  *compress = true;
+  return Status::Ok();
+}
+
+Status ReferenceFrame::finish(const AllreduceArgs& args, const std::vector<float>& sum,
+                              std::vector<double>* expected, std::vector<double>* tolerance) {
+  for (int r = 0; r < nranks_; ++r)
+    if (stores_[r]->enabled())
+      GC_CHECK(stores_[r]->storeResidual(tensorKey(args), accs_[r].data(), nullptr, args.count));
+  GC_CHECK(expectedFromFp32(sum, args, nranks_, expected));
+  tolerance->assign(args.count, 0.0);
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::algo::sparse

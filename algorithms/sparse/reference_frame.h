@@ -1,0 +1,49 @@
+// Central replay of SparseFrame for the references of the sparse algorithms:
+// the same warm-up, dense fallback and per-rank error feedback (one
+// ErrorFeedbackStore per simulated rank, built from the same parameters), so
+// a reference computes exactly what the distributed schedule returns.
+// Assumes the communicator provides an error-feedback store (as gcComm does).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "algorithms/error_feedback.h"
+#include "algorithms/sparse/sparse_common.h"
+
+namespace gradcomp::algo::sparse {
+
+class ReferenceFrame {
+ public:
+  explicit ReferenceFrame(int nranks) : nranks_(nranks) {}
+  Status configure(const param::Overrides& config);
+  const SparseParams& params() const { return params_; }
+  int nranks() const { return nranks_; }
+
+  // *compress = false: the call runs dense and expected/tolerance are filled.
+  // Otherwise acc(r) holds rank r's residual + input.
+  Status begin(const std::vector<const void*>& inputs, const AllreduceArgs& args, bool* compress,
+               std::vector<double>* expected, std::vector<double>* tolerance);
+  std::vector<float>& acc(int r) { return accs_[r]; }
+  // Stores each rank's residual (acc with contributions zeroed) and fills
+  // expected from the fp32 sum; tolerance 0 (bit-exact replay).
+  Status finish(const AllreduceArgs& args, const std::vector<float>& sum,
+                std::vector<double>* expected, std::vector<double>* tolerance);
+
+ private:
+  Status ensureConfigured();
+  int nranks_;
+  bool configured_ = false;
+  SparseParams params_;
+  std::vector<std::unique_ptr<ErrorFeedbackStore>> stores_;
+  std::vector<std::vector<float>> accs_;
+  struct KeyCalls {
+    size_t count = 0;
+    uint64_t calls = 0;
+  };
+  std::map<uint64_t, KeyCalls> calls_;
+  uint64_t callSeq_ = 0;
+};
+
+}  // namespace gradcomp::algo::sparse

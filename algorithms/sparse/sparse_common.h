@@ -1,0 +1,97 @@
+// Shared pieces of the sparse allreduce family (topka, gtopk, oktopk, dsa):
+// parameters, the per-call frame (warm-up, fp32 accumulator with error
+// feedback, the non-finite fallback, output), and exact top-k selection.
+//
+// Decisions (docs/design.md, "Sparse allreduce"):
+// - Compression works on an fp32 accumulator acc = residual + g whatever the
+//   dtype (float16/bfloat16/float64 inputs are converted; float64 results carry
+//   fp32 precision). Integer dtypes run the dense allreduce.
+// - NaN/Inf: when any rank's accumulator holds a non-finite value (agreed by a
+//   one-word dissemination OR), the call runs the dense allreduce on the raw
+//   inputs, so NaN/Inf land where dense NCCL puts them; residuals are left
+//   untouched for that call.
+// - The first GRADCOMP_WARMUP_CALLS calls of a tensor run dense.
+// - The result is the fp32 sparse sum converted to the dtype (one rounding);
+//   ncclAvg then divides it by P (device divide: fp64, one rounding).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+
+namespace gradcomp::algo::sparse {
+
+struct SparseParams {
+  double density = 0.01;
+  int64_t tau = 64, tauPrime = 32, warmupCalls = 0;
+  bool ef = true;
+  Status read(const param::Overrides& config);
+};
+
+// k = max(1, floor(density * n)), at most n (n >= 1).
+size_t topkCount(double density, size_t n);
+
+// Key of the logical tensor (AllreduceArgs::bufferKey, else the buffer address).
+inline uint64_t tensorKey(const AllreduceArgs& a) {
+  return a.bufferKey ? a.bufferKey : uint64_t(reinterpret_cast<uintptr_t>(a.recvBuf));
+}
+
+// Sorted COO list.
+struct Coo {
+  std::vector<uint64_t> idx;
+  std::vector<float> val;
+  size_t size() const { return idx.size(); }
+  void clear() { idx.clear(), val.clear(); }
+};
+
+// Exact top-k of x[0..n) by |x| (threshold = k-th largest, ties admitted in
+// index order; exact zeros never), indexes offset by base. *threshold
+// (nullable) receives the k-th largest |x|.
+Status selectTopk(device::Backend& dev, const float* x, size_t n, size_t k, uint64_t base,
+                  Coo* out, float* threshold = nullptr);
+// The same on a COO list: its exact top-k entries, in index order.
+Status selectTopkCoo(device::Backend& dev, const Coo& in, size_t k, Coo* out,
+                     float* threshold = nullptr);
+
+// Per-call frame shared by every sparse algorithm.
+class SparseFrame {
+ public:
+  // Decides what this call does. *compress = false: the call ran dense
+  // (warm-up, integer dtype, non-finite input) and is complete. Otherwise acc
+  // holds residual + input in fp32 and the caller runs its schedule, then
+  // finish().
+  Status begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls, bool* compress);
+  std::vector<float>& acc() { return acc_; }
+  // Stores the residual (acc with the contributed entries zeroed by the
+  // caller) and writes result (dense fp32, count) to args.recvBuf.
+  Status finish(Context& ctx, const AllreduceArgs& args, const float* result);
+
+ private:
+  Status runDense(Context& ctx, const AllreduceArgs& args);
+  struct KeyCalls {
+    size_t count = 0;
+    uint64_t calls = 0;
+  };
+  std::map<uint64_t, KeyCalls> calls_;
+  std::unique_ptr<Algorithm> dense_;
+  std::vector<float> acc_;
+  bool efActive_ = false;
+};
+
+// fp32 sparse sum -> the value every rank returns, as the reference sees it:
+// converted to dtype, divided by P for Avg, widened to double.
+Status expectedFromFp32(const std::vector<float>& sum, const AllreduceArgs& args, int nranks,
+                        std::vector<double>* expected);
+// Exact dense sum (rank order, fp64) with a bound covering any summation order
+// in the dtype: the reference of calls that ran dense.
+Status expectedDense(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                     std::vector<double>* expected, std::vector<double>* tolerance);
+// Loads inputs[r] as fp32 (the accumulator before the residual).
+Status loadFp32(const void* input, const AllreduceArgs& args, std::vector<float>* out);
+bool allFinite(const std::vector<float>& x);
+
+}  // namespace gradcomp::algo::sparse

@@ -1,0 +1,71 @@
+#include "algorithms/wagma/channel.h"
+
+#include <cstring>
+
+#include "transport/ucx_transport.h"
+
+namespace gradcomp::algo::wagma {
+namespace {
+
+// Blob allgather over an existing transport: length, then bytes, to every
+// peer. Steps 0xF0000+ of the current call's tag space; WAGMA sends nothing
+// else on ctx.net inside this call.
+class TransportExchange final : public transport::AddressExchange {
+ public:
+  TransportExchange(transport::Transport& net, uint64_t callSeq) : net_(net), callSeq_(callSeq) {}
+  int rank() const override { return net_.rank(); }
+  int size() const override { return net_.size(); }
+
+  Status allgather(const std::string& mine, std::vector<std::string>* all) override {
+    const int P = size(), me = rank();
+    const uint64_t lenTag = transport::makeTag(callSeq_, 0xF0000 + 2 * round_);
+    const uint64_t dataTag = transport::makeTag(callSeq_, 0xF0001 + 2 * round_);
+    ++round_;
+    all->assign(P, std::string());
+    (*all)[me] = mine;
+    const uint64_t myLen = mine.size();
+    std::vector<uint64_t> lens(P, 0);
+    std::vector<transport::Handle> hs;
+    for (int p = 0; p < P; ++p) {
+      if (p == me) continue;
+      transport::Handle h = 0;
+      GC_CHECK(net_.irecv(p, lenTag, &lens[p], sizeof(uint64_t), &h));
+      hs.push_back(h);
+      GC_CHECK(net_.isend(p, lenTag, &myLen, sizeof(uint64_t), &h));
+      hs.push_back(h);
+    }
+    GC_CHECK(net_.waitAll(hs.data(), hs.size(), nullptr));
+    hs.clear();
+    for (int p = 0; p < P; ++p) {
+      if (p == me) continue;
+      GC_REQUIRE(lens[p] <= (uint64_t(1) << 24), Err::RemoteError,
+                 "wagma channel setup: peer %d announced a %llu-byte address", p,
+                 (unsigned long long)lens[p]);
+      (*all)[p].resize(lens[p]);
+      transport::Handle h = 0;
+      GC_CHECK(net_.irecv(p, dataTag, (*all)[p].data(), lens[p], &h));
+      hs.push_back(h);
+      GC_CHECK(net_.isend(p, dataTag, mine.data(), mine.size(), &h));
+      hs.push_back(h);
+    }
+    GC_CHECK(net_.waitAll(hs.data(), hs.size(), nullptr));
+    return Status::Ok();
+  }
+
+ private:
+  transport::Transport& net_;
+  const uint64_t callSeq_;
+  uint64_t round_ = 0;
+};
+
+}  // namespace
+
+ChannelFactory ucxChannelFactory() {
+  return [](Context& ctx, std::unique_ptr<transport::Transport>* out) -> Status {
+    TransportExchange exchange(ctx.net, ctx.callSeq);
+    GC_CHECK(transport::createUcxTransport(exchange, transport::UcxOptions{}, out));
+    return Status::Ok();
+  };
+}
+
+}  // namespace gradcomp::algo::wagma

@@ -1,0 +1,126 @@
+// Plain data shared by the quantized-family primitives of device::Backend
+// (max-min/QSGD, range-based float, sign counts, FFT bins) and the algorithms
+// that call them. Everything here is a POD or a pure inline function of its
+// arguments, so a CUDA backend reproduces the CPU reference bit for bit.
+//
+// Packed code streams: element i of a stream with `width` bits per element
+// occupies bits [i*width, (i+1)*width) of a little-endian bit stream (bit j
+// of the stream is bit j%8 of byte j/8); the stream is ceil(n*width/8) bytes
+// and its padding bits are zero (decoders reject a stream whose are not).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace gradcomp::device {
+
+inline size_t packedBytes(size_t n, int width) { return (n * size_t(width) + 7) / 8; }
+
+// ---- Counter-based randomness (stochastic rounding) ----------------------
+// splitmix64's finalizer: a bijective 64-bit mix.
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+// One independent stream per (user seed, call, rank, phase): ranks and reruns
+// reproduce exactly, and a reference can recompute any rank's rounding.
+inline uint64_t streamSeed(uint64_t seed, uint64_t call, uint64_t rank, uint64_t phase) {
+  return mix64(mix64(mix64(seed) ^ call) ^ (rank << 8 | (phase & 0xFF)));
+}
+// Uniform in [0, 1) with 53 random bits for element `index` of a stream.
+inline double counterUniform(uint64_t stream, uint64_t index) {
+  return double(mix64(stream ^ mix64(index)) >> 11) * 0x1.0p-53;
+}
+
+// ---- Max-min (QSGD-style) bucketed quantization --------------------------
+// Bucket b covers elements [b*bucket, min(n, (b+1)*bucket)) and carries
+// meta[2b] = min, meta[2b+1] = max over its finite values (0, 0 when it has
+// none). With L = 2^bits - 1 and step = (max - min) / L (fp64), element x gets
+// code floor(q) + (u < q - floor(q)) for q = (x - min) / step, u =
+// counterUniform(seed, indexBase + i), clamped to [0, L]; step == 0 gives code
+// 0. Decoded value: float(min + code * step) in fp64. So E[decoded] = x (up to
+// one fp32 rounding) and |decoded - x| < step. Non-finite inputs (which the
+// algorithms never pass: such calls fall back to dense) map to: +Inf -> L,
+// -Inf and NaN -> 0.
+struct MaxMinSpec {
+  int bits = 8;         // 1, 2, 4 or 8
+  size_t bucket = 512;  // elements per bucket, >= 1
+  uint64_t seed = 0;    // streamSeed(...) of this encoding
+};
+inline size_t maxMinBuckets(size_t n, size_t bucket) { return (n + bucket - 1) / bucket; }
+
+// ---- Range-based float (RBF, notes section 6) ----------------------------
+// An N-bit word: sign bit (bit N-1) + (N-1)-bit magnitude code c. c = 0 is
+// zero; otherwise t = c - 1, e = t >> m, f = t & (2^m - 1) and
+// |v| = eps * 2^e * (1 + f / 2^m). Code 1 decodes to eps, spacing doubles
+// every 2^m codes, the largest code decodes to vmax = eps * rbfUnitMax(N, m).
+// Encode: |x| < eps/2 -> c = 0, |x| >= vmax (and +-Inf) -> largest code, else
+// round to nearest (ties to even f). The sign bit keeps the sign of x, so
+// -0.0 round-trips. NaN encodes as +0 (the algorithms never pass one).
+struct RbfSpec {
+  int bits = 10;     // N, 3..16
+  int mantissa = 6;  // m, 0..N-2
+  float eps = 0.0f;  // value of code 1; 0 encodes everything as zero
+};
+inline uint32_t rbfMaxCode(int bits) { return (uint32_t(1) << (bits - 1)) - 1; }
+inline double rbfDecodeMagnitude(uint32_t c, int mantissa, double eps) {
+  if (c == 0) return 0.0;
+  const uint32_t t = c - 1;
+  const int e = int(t >> mantissa);
+  const uint32_t f = t & ((uint32_t(1) << mantissa) - 1);
+  return std::ldexp(eps * (1.0 + std::ldexp(double(f), -mantissa)), e);
+}
+// Layouts whose binades span at most 2^64 (largest exponent e <= 63), so eps
+// and vmax are both normal fp32 numbers for any useful vmax. N = 10 allows
+// m >= 3; the default m = N - 4 is valid for every N in 3..16.
+inline bool rbfValidLayout(int bits, int mantissa) {
+  if (bits < 3 || bits > 16 || mantissa < 0 || mantissa > bits - 2) return false;
+  return ((rbfMaxCode(bits) - 1) >> mantissa) <= 63;
+}
+// vmax / eps for (N, m): vmax is linear in eps.
+inline double rbfUnitMax(int bits, int mantissa) {
+  return rbfDecodeMagnitude(rbfMaxCode(bits), mantissa, 1.0);
+}
+inline float rbfEpsForVmax(double vmax, int bits, int mantissa) {
+  return float(vmax / rbfUnitMax(bits, mantissa));
+}
+// Default mantissa width for N bits: N - 4 (N = 10 -> m = 6, the paper's
+// eps0 = 0.002 at vmax = 0.5), at least 0.
+inline int rbfDefaultMantissa(int bits) { return bits > 4 ? bits - 4 : 0; }
+
+// ---- Chunked real FFT -----------------------------------------------------
+// A buffer of n reals is transformed in chunks of `chunk` elements (the last
+// one shorter). Chunk c of length L has L/2 + 1 complex bins, stored as
+// interleaved (re, im) fp32; chunks follow each other. Forward transforms are
+// unnormalized, the inverse divides by L, so inverse(forward(x)) = x.
+inline size_t fftChunkCount(size_t n, size_t chunk) { return (n + chunk - 1) / chunk; }
+inline size_t fftChunkLength(size_t n, size_t chunk, size_t c) {
+  const size_t start = c * chunk;
+  return n - start < chunk ? n - start : chunk;
+}
+inline size_t fftBinsOfLength(size_t len) { return len / 2 + 1; }
+// Total complex bins of a chunked spectrum.
+inline size_t fftBinCount(size_t n, size_t chunk) {
+  if (n == 0) return 0;
+  const size_t full = n / chunk, rest = n % chunk;
+  return full * fftBinsOfLength(chunk) + (rest ? fftBinsOfLength(rest) : 0);
+}
+// Bins kept in a chunk with `bins` bins for keep fraction `keep` in [0, 1]:
+// round(keep * bins), so every rank computes the same payload size.
+inline size_t fftKeepCount(size_t bins, double keep) {
+  if (keep <= 0) return 0;
+  const double k = std::floor(keep * double(bins) + 0.5);
+  return k >= double(bins) ? bins : size_t(k);
+}
+
+// ---- Reductions used to agree on a call's parameters ---------------------
+struct AbsStats {
+  double maxAbs = 0;      // over finite values
+  double sumAbs = 0;      // over finite values, summed in index order (fp64)
+  uint64_t nonFinite = 0; // NaN and +-Inf count
+};
+
+}  // namespace gradcomp::device

@@ -1,0 +1,219 @@
+// The public C API (include/gradcomp/gradcomp.h). Every entry point validates
+// its arguments, runs its body inside guard() (no exception crosses the C
+// boundary) and reports through toResult(), which records gcLastError().
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <new>
+
+#include "common/log.h"
+#include "device/backend.h"
+#include "gradcomp/gradcomp.h"
+#include "plugin/api/comm.h"
+#include "transport/ucx_transport.h"
+
+namespace gradcomp::api {
+namespace {
+
+template <class F>
+gcResult_t guard(const char* fn, F&& body) {
+  Status s;
+  try {
+    s = body();
+  } catch (const std::bad_alloc&) {
+    s = makeStatus(Err::SystemError, "%s: out of memory", fn);
+  } catch (const std::exception& e) {
+    s = makeStatus(Err::Internal, "%s: unexpected exception: %s", fn, e.what());
+  } catch (...) {
+    s = makeStatus(Err::Internal, "%s: unexpected exception", fn);
+  }
+  return static_cast<gcResult_t>(toResult(s));
+}
+
+Status initFromEnv(gcComm_t* out) {
+  GC_REQUIRE(out, Err::InvalidArgument, "gcCommInitFromEnv: comm pointer is NULL");
+  *out = nullptr;
+  GC_CHECK(param::validateEnvironment());
+  transport::LaunchInfo info;
+  GC_CHECK(transport::launchInfoFromEnvironment(&info));
+  log::setRank(info.rank);
+  auto comm = std::make_unique<gcComm>();
+  GC_CHECK(transport::createUcxBootstrap(info, &comm->bootstrap));
+  GC_CHECK(transport::createUcxTransport(*comm->bootstrap, transport::UcxOptions{}, &comm->net));
+  comm->dev = &device::cpuBackend();
+  GC_CHECK(algo::ErrorFeedbackStore::create(param::Overrides{}, &comm->errorFeedback));
+  GC_INFO(INIT, "communicator ready: rank %d of %d (%s)", info.rank, info.size, info.source.c_str());
+  *out = comm.release();
+  return Status::Ok();
+}
+
+Status destroy(gcComm_t comm) {
+  if (!comm) return Status::Ok();
+  std::unique_ptr<gcComm> owned(comm);
+  // Wait until every rank is here before tearing endpoints down, so no peer
+  // still expects traffic from us: a collective of the bootstrap works as a
+  // barrier. A failure is reported, the resources are released anyway.
+  Status barrier;
+  if (owned->bootstrap && owned->net) {
+    std::vector<std::string> all;
+    barrier = owned->bootstrap->allgather("", &all);
+  }
+  owned->net.reset();
+  owned->bootstrap.reset();
+  return barrier;
+}
+
+Status configCreate(const char* algo, gcAlgoConfig_t* out) {
+  GC_REQUIRE(out, Err::InvalidArgument, "gcAlgoConfigCreate: config pointer is NULL");
+  *out = nullptr;
+  GC_REQUIRE(algo, Err::InvalidArgument, "gcAlgoConfigCreate: algorithm name is NULL (known: %s)",
+             algo::algorithmNames().c_str());
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(algo);
+  GC_REQUIRE(info, Err::InvalidArgument, "gcAlgoConfigCreate: unknown algorithm '%s' (known: %s)",
+             algo, algo::algorithmNames().c_str());
+  auto config = std::make_unique<gcAlgoConfig>();
+  config->info = info;
+  *out = config.release();
+  return Status::Ok();
+}
+
+// Only parameters the algorithm declares are accepted: a typo or a parameter
+// of another algorithm would otherwise be silently ignored.
+Status configSet(gcAlgoConfig_t config, const char* name, const char* value) {
+  GC_REQUIRE(config, Err::InvalidArgument, "gcAlgoConfigSet: config is NULL");
+  GC_REQUIRE(name && value, Err::InvalidArgument, "gcAlgoConfigSet: %s is NULL",
+             name ? "value" : "param");
+  std::string accepted;
+  bool declared = false;
+  for (param::Id id : config->info->params) {
+    const char* p = param::spec(id).name;
+    declared = declared || std::strcmp(p, name) == 0;
+    accepted += accepted.empty() ? p : std::string(", ") + p;
+  }
+  GC_REQUIRE(declared, Err::InvalidConfig,
+             "gcAlgoConfigSet: '%s' is not a parameter of algorithm '%s' (accepted: %s; names "
+             "without the GRADCOMP_ prefix)",
+             name, config->info->name.c_str(), accepted.empty() ? "none" : accepted.c_str());
+  return config->overrides.set(name, value, std::string("gcAlgoConfigSet(") + name + ")");
+}
+
+bool knownDtype(int t) {
+  return t == gcInt32 || t == gcInt64 || t == gcFloat16 || t == gcFloat32 || t == gcFloat64 ||
+         t == gcBfloat16;
+}
+
+Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, int op,
+                 gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm) {
+  GC_REQUIRE(comm, Err::InvalidArgument, "gcAllreduce: comm is NULL");
+  GC_REQUIRE(knownDtype(dtype), Err::InvalidArgument,
+             "gcAllreduce: dtype %d is invalid: expected gcInt32 (2), gcInt64 (4), gcFloat16 (6), "
+             "gcFloat32 (7), gcFloat64 (8) or gcBfloat16 (9)",
+             dtype);
+  GC_REQUIRE(op == gcSum || op == gcAvg, Err::InvalidArgument,
+             "gcAllreduce: op %d is invalid: expected gcSum (0) or gcAvg (4)", op);
+  const size_t esz = dtypeSize(DataType(dtype));
+  GC_REQUIRE(count <= std::numeric_limits<size_t>::max() / esz, Err::InvalidArgument,
+             "gcAllreduce: count %zu of %s overflows the byte size", count,
+             dtypeName(DataType(dtype)));
+  GC_REQUIRE(count == 0 || (sendbuf && recvbuf), Err::InvalidArgument,
+             "gcAllreduce: %s is NULL with count %zu", sendbuf ? "recvbuf" : "sendbuf", count);
+  if (count && sendbuf != recvbuf) {
+    const auto* s = static_cast<const char*>(sendbuf);
+    const auto* r = static_cast<const char*>(recvbuf);
+    const size_t bytes = count * esz;
+    GC_REQUIRE(s + bytes <= r || r + bytes <= s, Err::InvalidArgument,
+               "gcAllreduce: sendbuf and recvbuf overlap without being equal (%zu bytes each)",
+               bytes);
+  }
+  GC_REQUIRE(comm->net, Err::InvalidArgument, "gcAllreduce: comm is not initialized");
+
+  static const gcAlgoConfig kDense = [] {
+    gcAlgoConfig c;
+    c.info = algo::findAlgorithm("dense");
+    return c;
+  }();
+  const gcAlgoConfig& cfg = config ? *config : kDense;  // NULL: dense, environment defaults
+  GC_REQUIRE(cfg.info, Err::Internal, "gcAllreduce: algorithm 'dense' is not registered");
+  std::unique_ptr<algo::Algorithm>& instance = comm->algorithms[cfg.info->name];
+  if (!instance) instance = cfg.info->create();
+
+  algo::AllreduceArgs args;
+  args.sendBuf = sendbuf;
+  args.recvBuf = recvbuf;
+  args.count = count;
+  args.dtype = DataType(dtype);
+  args.op = RedOp(op);
+  args.bufferKey = bufferKey ? bufferKey : reinterpret_cast<uintptr_t>(recvbuf);
+  algo::Context ctx{*comm->net, *comm->dev, cfg.overrides, comm->callSeq++};
+  ctx.errorFeedback = comm->errorFeedback.get();
+  GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
+           cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
+  return instance->allreduce(ctx, args);
+}
+
+}  // namespace
+}  // namespace gradcomp::api
+
+using gradcomp::Status;
+using gradcomp::api::guard;
+
+extern "C" {
+
+gcResult_t gcCommInitFromEnv(gcComm_t* comm) {
+  return guard("gcCommInitFromEnv", [&] { return gradcomp::api::initFromEnv(comm); });
+}
+
+int gcCommRank(gcComm_t comm) { return comm && comm->net ? comm->net->rank() : -1; }
+int gcCommSize(gcComm_t comm) { return comm && comm->net ? comm->net->size() : -1; }
+
+gcResult_t gcCommDestroy(gcComm_t comm) {
+  return guard("gcCommDestroy", [&] { return gradcomp::api::destroy(comm); });
+}
+
+gcResult_t gcAlgoConfigCreate(const char* algo, gcAlgoConfig_t* config) {
+  return guard("gcAlgoConfigCreate", [&] { return gradcomp::api::configCreate(algo, config); });
+}
+
+gcResult_t gcAlgoConfigSet(gcAlgoConfig_t config, const char* param, const char* value) {
+  return guard("gcAlgoConfigSet", [&] { return gradcomp::api::configSet(config, param, value); });
+}
+
+void gcAlgoConfigDestroy(gcAlgoConfig_t config) { delete config; }
+
+const char* gcAlgorithmNames(void) {
+  // Registration finishes during static initialization, before any caller.
+  static const std::string names = [] {
+    std::string s;
+    for (const auto* info : gradcomp::algo::listAlgorithms()) s += (s.empty() ? "" : ",") + info->name;
+    return s;
+  }();
+  return names.c_str();
+}
+
+gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
+                       gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm) {
+  return guard("gcAllreduce", [&] {
+    return gradcomp::api::allreduce(sendbuf, recvbuf, count, int(dtype), int(op), config,
+                                    bufferKey, comm);
+  });
+}
+
+gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic) {
+  return guard("gcCommGetTraffic", [&]() -> Status {
+    GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument, "gcCommGetTraffic: comm is NULL");
+    GC_REQUIRE(traffic, gradcomp::Err::InvalidArgument, "gcCommGetTraffic: traffic is NULL");
+    const gradcomp::transport::PeerCounters c = comm->net->totalCounters();
+    *traffic = {c.bytesSent, c.bytesRecv, c.msgsSent, c.msgsRecv};
+    return Status::Ok();
+  });
+}
+
+gcResult_t gcCommResetTraffic(gcComm_t comm) {
+  return guard("gcCommResetTraffic", [&]() -> Status {
+    GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument, "gcCommResetTraffic: comm is NULL");
+    comm->net->resetCounters();
+    return Status::Ok();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,40 @@
+// The objects behind the public C API handles (include/gradcomp/gradcomp.h).
+// A gcComm is used by one thread at a time (like an NCCL communicator).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/error_feedback.h"
+#include "common/param.h"
+#include "transport/bootstrap.h"
+#include "transport/transport.h"
+
+struct gcComm {
+  // Declaration order is teardown order reversed: the transport goes before
+  // the bootstrap it was wired through.
+  std::unique_ptr<gradcomp::transport::AddressExchange> bootstrap;
+  std::unique_ptr<gradcomp::transport::Transport> net;
+  gradcomp::device::Backend* dev = nullptr;  // the CPU reference backend
+  std::unique_ptr<gradcomp::algo::ErrorFeedbackStore> errorFeedback;
+  // One instance per algorithm name, created at first use (they keep state:
+  // scratch buffers, thresholds keyed by bufferKey).
+  std::map<std::string, std::unique_ptr<gradcomp::algo::Algorithm>> algorithms;
+  uint64_t callSeq = 0;  // equal on all ranks: every rank makes the same calls
+};
+
+struct gcAlgoConfig {
+  const gradcomp::algo::AlgorithmInfo* info = nullptr;
+  gradcomp::param::Overrides overrides;
+};
+
+namespace gradcomp::api {
+
+// Records the calling thread's last error message (gcLastError) and maps the
+// status to a gcResult_t; the one place where that translation happens.
+int toResult(const Status& s);
+
+}  // namespace gradcomp::api

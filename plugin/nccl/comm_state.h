@@ -1,0 +1,90 @@
+// Per-communicator state of the interposer and the registry that maps an
+// ncclComm_t to it. Lookups are concurrent (shared lock); each state has its
+// own mutex, taken for the whole of a compressed call (NCCL already requires
+// the application to serialize calls on one communicator).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/error_feedback.h"
+#include "common/param.h"
+#include "plugin/nccl/nccl_abi.h"
+#include "plugin/nccl/policy.h"
+#include "transport/transport.h"
+
+namespace gradcomp::nccl {
+
+struct BucketStats {
+  uint64_t calls = 0;
+  uint64_t count = 0;        // elements of the last call
+  uint64_t bytesIn = 0;      // logical bytes (count * dtype size), summed
+  uint64_t bytesOut = 0;     // bytes this rank sent on the wire, summed
+  double seconds = 0;        // time inside the executor
+  double residualNorm = -1;  // last residual L2 norm; < 0: no error feedback
+};
+
+struct CommStats {
+  uint64_t compressedCalls = 0, passedCalls = 0;
+  uint64_t compressedLogicalBytes = 0, wireBytes = 0, passedBytes = 0;
+  double compressedSeconds = 0, wiringSeconds = 0;
+  std::map<std::string, uint64_t> passReasons;  // verdict name -> calls
+  std::map<uint64_t, BucketStats> buckets;      // by buffer key (address)
+};
+
+// Algorithm instance and parameters for one rule (-1: the defaults).
+struct RuleRuntime {
+  std::string algoName;
+  std::unique_ptr<algo::Algorithm> algorithm;
+  param::Overrides config;
+};
+
+enum class Wiring { Pending, Ready, Disabled };
+
+struct CommState {
+  ncclComm_t comm = nullptr;
+  CommIdentity id;
+  int rank = -1;
+  bool selected = false;  // policy selects it (before the cross-rank check)
+  bool initInProgress = false;  // nonblocking init or inside a group: wire later
+
+  std::mutex mu;  // everything below
+  Wiring wiring = Wiring::Pending;
+  std::string disabledWhy;
+  std::unique_ptr<transport::Transport> net;
+  std::map<int, RuleRuntime> runtimes;
+  std::unique_ptr<algo::ErrorFeedbackStore> errorFeedback;
+  uint64_t callSeq = 0;
+  bool closed = false;  // destroyed or aborted: transport released
+  bool failed = false;
+  ncclResult_t failedCode = ncclSuccess;
+  std::string failedMessage;
+  CommStats stats;
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+};
+
+class CommRegistry {
+ public:
+  static CommRegistry& instance();
+  uint64_t nextIndex() { return nextIndex_.fetch_add(1); }
+  void add(std::shared_ptr<CommState> state);
+  std::shared_ptr<CommState> find(ncclComm_t comm) const;
+  std::shared_ptr<CommState> remove(ncclComm_t comm);
+  // Every communicator seen so far, live or destroyed (stats file).
+  std::vector<std::shared_ptr<CommState>> history() const;
+
+ private:
+  std::atomic<uint64_t> nextIndex_{0};
+  mutable std::mutex mu_;
+  std::map<ncclComm_t, std::shared_ptr<CommState>> live_;
+  std::vector<std::shared_ptr<CommState>> history_;
+};
+
+}  // namespace gradcomp::nccl

@@ -1,0 +1,173 @@
+#include "plugin/nccl/cuda_executor_proxy.h"
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace gradcomp::nccl {
+namespace {
+
+using device::exec::loadAcquire;
+using device::exec::Slot;
+using device::exec::storeRelease;
+using Clock = std::chrono::steady_clock;
+
+// Polls `cond` until it holds, `stop` holds, or `timeoutS` passes. Spins
+// briefly, then yields, then sleeps in growing steps up to 1 ms: cheap when
+// the flag is about to flip, and never a busy core when it is far off (more
+// ranks than cores). Returns true when cond held.
+template <class Cond, class Stop>
+bool pollUntil(Cond cond, Stop stop, double timeoutS) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeoutS);
+  auto nap = std::chrono::microseconds(1);
+  for (int i = 0;; ++i) {
+    if (cond()) return true;
+    if (stop() || Clock::now() >= deadline) return cond();
+    if (i < 64) continue;
+    if (i < 256) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(nap);
+    if (nap < std::chrono::microseconds(1000)) nap *= 2;
+  }
+}
+
+}  // namespace
+
+ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS)
+    : side_(side), name_(std::move(name)), timeoutS_(timeoutS) {
+  thread_ = std::thread([this] { proxyLoop(); });
+}
+
+ProxyEngine::~ProxyEngine() { shutdown(false); }
+
+Status ProxyEngine::asyncError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void ProxyEngine::fail(const Status& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_.ok()) return;
+  error_ = s;
+  failed_ = true;
+  GC_WARN("CUDA executor (%s): %s; later calls complete with this error",
+          name_.c_str(), s.toString().c_str());
+}
+
+Status ProxyEngine::waitSlotFree(int slot, uint64_t seq) {
+  const int depth = side_.depth();
+  if (seq < uint64_t(depth)) return Status::Ok();
+  const uint64_t previous = seq - depth + 1;  // flag value of the slot's last user
+  Slot* s = side_.slot(slot);
+  const bool freed = pollUntil([&] { return loadAcquire(&s->released) >= previous; },
+                               [] { return false; }, timeoutS_);
+  GC_REQUIRE(freed, Err::Timeout,
+             "CUDA executor (%s): all %d slots still in flight after GRADCOMP_TIMEOUT_S = %g s "
+             "(the stream has not finished call %llu)",
+             name_.c_str(), depth, timeoutS_, (unsigned long long)(seq - depth));
+  return Status::Ok();
+}
+
+Status ProxyEngine::submit(const void* src, size_t bytes, void* dst, size_t outCapacity, Job job,
+                           void* stream) {
+  GC_CHECK(asyncError());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    GC_REQUIRE(!stopping_, Err::Internal, "CUDA executor (%s): submit after shutdown",
+               name_.c_str());
+  }
+  const uint64_t seq = nextSeq_;
+  const int slot = int(seq % uint64_t(side_.depth()));
+  GC_CHECK(waitSlotFree(slot, seq));
+  GC_CHECK(side_.reserve(slot, bytes > outCapacity ? bytes : outCapacity));
+  // Enqueue both halves before the proxy may see the job: if the second
+  // enqueue fails nothing was handed over and the stream's ready for seq is
+  // answered by a done-with-error below, so the stream still never hangs.
+  GC_CHECK(side_.enqueueStageIn(slot, seq, src, bytes, stream));
+  Status s = side_.enqueueStageOut(slot, seq, dst, stream);
+  ++nextSeq_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      job = [s](void*, size_t, size_t*) { return s; };
+    }
+    queue_.push_back(Pending{seq, slot, bytes, outCapacity, std::move(job)});
+  }
+  cv_.notify_one();
+  return s;
+}
+
+Status ProxyEngine::waitReady(const Pending& p) {
+  Slot* s = side_.slot(p.slot);
+  const bool ready = pollUntil([&] { return loadAcquire(&s->ready) >= p.seq + 1; },
+                               [&] { return abort_.load(); }, timeoutS_);
+  if (ready) return Status::Ok();
+  if (abort_) {
+    return makeStatus(Err::Internal, "CUDA executor (%s): call %llu aborted at shutdown before "
+                      "its stream reached it", name_.c_str(), (unsigned long long)p.seq);
+  }
+  return makeStatus(Err::Timeout,
+                    "CUDA executor (%s): the stream did not reach call %llu within "
+                    "GRADCOMP_TIMEOUT_S = %g s (is the GPU stream blocked?)",
+                    name_.c_str(), (unsigned long long)p.seq, timeoutS_);
+}
+
+Status ProxyEngine::runOne(Pending& p, size_t* outBytes) {
+  *outBytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return error_;  // broken transport: complete without running
+  }
+  if (abort_) {
+    return makeStatus(Err::Internal, "CUDA executor (%s): call %llu aborted at shutdown",
+                      name_.c_str(), (unsigned long long)p.seq);
+  }
+  GC_CHECK(waitReady(p));
+  Slot* s = side_.slot(p.slot);
+  const uint64_t staged = s->deviceWords[device::exec::kStagedBytes];
+  GC_REQUIRE(staged == p.bytes, Err::Internal,
+             "CUDA executor (%s): call %llu staged %llu bytes, expected %zu", name_.c_str(),
+             (unsigned long long)p.seq, (unsigned long long)staged, p.bytes);
+  GC_CHECK(p.job(side_.staging(p.slot), p.bytes, outBytes));
+  GC_REQUIRE(*outBytes <= p.outCapacity, Err::Internal,
+             "CUDA executor (%s): call %llu produced %zu bytes for a %zu-byte output",
+             name_.c_str(), (unsigned long long)p.seq, *outBytes, p.outCapacity);
+  return Status::Ok();
+}
+
+void ProxyEngine::proxyLoop() {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;  // stopping and drained
+      p = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    size_t out = 0;
+    const Status st = runOne(p, &out);
+    if (!st.ok()) fail(st);
+    Slot* s = side_.slot(p.slot);
+    s->proxyWords[device::exec::kOutBytes] = st.ok() ? out : 0;
+    s->status = st.ok() ? 0 : uint64_t(st.code());
+    storeRelease(&s->done, p.seq + 1);  // last: publishes the words above
+    completed_.fetch_add(1);
+    GC_TRACE(PLUGIN, "CUDA executor (%s): call %llu done (%s)", name_.c_str(),
+             (unsigned long long)p.seq, st.ok() ? "ok" : st.toString().c_str());
+  }
+}
+
+void ProxyEngine::shutdown(bool abortPending) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abortPending) abort_ = true;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace gradcomp::nccl

@@ -1,0 +1,113 @@
+// The host side of the CUDA executor: one proxy thread per communicator and
+// the slot protocol of device/cuda/exec_slots.h. Plain C++ (no CUDA): the
+// same engine runs against a GPU stream (cuda_executor.cc) and against a host
+// thread standing in for the stream (tests/test_executor_protocol.cc).
+//
+// Roles:
+// - the calling thread (submit) picks slot seq % depth, grows its staging
+//   buffer, enqueues stage-in and stage-out on the caller's stream, hands the
+//   job to the proxy and returns. It never waits for the GPU, except when all
+//   `depth` slots are still in flight (backpressure, like NCCL's full work
+//   FIFO), and then at most GRADCOMP_TIMEOUT_S.
+// - the proxy thread takes jobs in submission order, waits (yielding, at most
+//   GRADCOMP_TIMEOUT_S) for the stream's ready flag, runs the job on the
+//   staged bytes and writes done, always: on error and timeout too (status
+//   != 0, so the stream skips the copy-out instead of hanging).
+// - after the first failure every later call completes with that error
+//   without running (the transport is broken), asyncError() reports it and
+//   submit() refuses new calls.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "device/cuda/exec_slots.h"
+
+namespace gradcomp::nccl {
+
+// What runs on the caller's stream: a GPU (CudaStreamSide) or a test stand-in.
+class StreamSide {
+ public:
+  virtual ~StreamSide() = default;
+  virtual int depth() const = 0;
+  virtual device::exec::Slot* slot(int i) = 0;
+  // Host address of slot i's staging buffer (valid after reserve).
+  virtual void* staging(int i) = 0;
+  // Grows slot i's staging buffer to at least `bytes`. Called by the calling
+  // thread only while slot i is idle (released).
+  virtual Status reserve(int i, size_t bytes) = 0;
+  // Enqueue on `stream`: copy `bytes` of src into staging(i), set
+  // deviceWords[kStagedBytes] = bytes, then ready = seq + 1.
+  virtual Status enqueueStageIn(int i, uint64_t seq, const void* src, size_t bytes,
+                                void* stream) = 0;
+  // Enqueue on `stream`: wait done >= seq + 1; when status == 0 copy
+  // proxyWords[kOutBytes] bytes of staging(i) to dst; then released = seq + 1.
+  virtual Status enqueueStageOut(int i, uint64_t seq, void* dst, void* stream) = 0;
+};
+
+class ProxyEngine {
+ public:
+  // Runs on the proxy thread with the staged bytes (in place); sets *outBytes
+  // (at most the staging size) to the result length the stream copies out.
+  using Job = std::function<Status(void* staging, size_t stagedBytes, size_t* outBytes)>;
+
+  // name: for messages ("communicator #3"); timeoutS: GRADCOMP_TIMEOUT_S.
+  ProxyEngine(StreamSide& side, std::string name, double timeoutS);
+  ~ProxyEngine();  // shutdown(false)
+  ProxyEngine(const ProxyEngine&) = delete;
+  ProxyEngine& operator=(const ProxyEngine&) = delete;
+
+  // Calling thread. `bytes` of src are staged; the result (job's *outBytes,
+  // at most outCapacity) lands in dst. Ok = enqueued; the outcome arrives
+  // through asyncError() (and the next submit).
+  Status submit(const void* src, size_t bytes, void* dst, size_t outCapacity, Job job,
+                void* stream);
+  // Ok, or the first failure of any call so far.
+  Status asyncError() const;
+  // Stops the proxy: drain runs every queued call (each still bounded by the
+  // timeout), abort completes them with an error without running them.
+  // Either way every queued call gets its done flag. Idempotent.
+  void shutdown(bool abortPending);
+
+  uint64_t submitted() const { return nextSeq_; }
+  uint64_t completed() const { return completed_.load(); }
+
+ private:
+  struct Pending {
+    uint64_t seq;
+    int slot;
+    size_t bytes;
+    size_t outCapacity;
+    Job job;
+  };
+  void proxyLoop();
+  Status runOne(Pending& p, size_t* outBytes);
+  Status waitReady(const Pending& p);
+  Status waitSlotFree(int slot, uint64_t seq);
+  void fail(const Status& s);
+
+  StreamSide& side_;
+  const std::string name_;
+  const double timeoutS_;
+  uint64_t nextSeq_ = 0;  // calling thread only (the interposer serializes a comm)
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::atomic<bool> abort_{false};
+  Status error_;
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> completed_{0};
+  std::thread thread_;
+};
+
+}  // namespace gradcomp::nccl

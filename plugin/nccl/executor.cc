@@ -1,0 +1,33 @@
+#include "plugin/nccl/executor.h"
+
+#include "device/backend.h"
+
+namespace gradcomp::nccl {
+namespace {
+
+class HostExecutor : public Executor {
+ public:
+  const char* name() const override { return "host"; }
+  Status submit(const CompressedCall& call, cudaStream_t /*stream: host memory, synchronous*/) override {
+    GC_REQUIRE(call.algorithm && call.net && call.config, Err::Internal,
+               "host executor: incomplete CompressedCall");
+    algo::Context ctx{*call.net, device::cpuBackend(), *call.config, call.callSeq,
+                      call.errorFeedback};
+    return call.algorithm->allreduce(ctx, call.args);
+  }
+};
+
+}  // namespace
+
+Executor& hostExecutor() {
+  static HostExecutor executor;
+  return executor;
+}
+
+Executor* selectExecutor(MemoryKind send, MemoryKind recv) {
+  if (send == MemoryKind::Host && recv == MemoryKind::Host) return &hostExecutor();
+  if (send == MemoryKind::Device && recv == MemoryKind::Device) return cudaExecutor();
+  return nullptr;  // mixed or unknown memory: NCCL decides
+}
+
+}  // namespace gradcomp::nccl

@@ -1,0 +1,55 @@
+// The seam between the interposer and whatever runs a compressed allreduce.
+// The interposer builds one CompressedCall per eligible ncclAllReduce and
+// submits it to the executor chosen from where the buffers live:
+// - host memory (the test double, CPU-only runs): hostExecutor(), which runs
+//   the algorithm synchronously with the CPU reference backend over UCX;
+// - device memory: cudaExecutor() (plugin/nccl/cuda_executor.h); without one
+//   (no CUDA in the build, no device) such calls pass through to NCCL.
+#pragma once
+
+#include "algorithms/algorithm.h"
+#include "plugin/nccl/cuda_probe.h"
+#include "plugin/nccl/nccl_abi.h"
+
+namespace gradcomp::nccl {
+
+struct CompressedCall {
+  algo::AllreduceArgs args;
+  algo::Algorithm* algorithm = nullptr;
+  transport::Transport* net = nullptr;
+  const param::Overrides* config = nullptr;
+  uint64_t callSeq = 0;
+  algo::ErrorFeedbackStore* errorFeedback = nullptr;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const char* name() const = 0;
+  // Runs (or enqueues on `stream`) the collective. An error leaves the
+  // communicator's transport unusable; the caller marks it failed.
+  virtual Status submit(const CompressedCall& call, cudaStream_t stream) = 0;
+  // Asynchronous executors (the CUDA one) finish a call after submit returns:
+  // the first failure of any earlier call on `net`'s communicator, else Ok.
+  virtual Status asyncError(const transport::Transport* net) {
+    (void)net;
+    return Status::Ok();
+  }
+  // The communicator owning `net` goes away: finish (abortPending: fail) every
+  // call in flight on it and stop using `net` before returning.
+  virtual void release(const transport::Transport* net, bool abortPending) {
+    (void)net, (void)abortPending;
+  }
+  // False when submit returns before the call ran (the caller must not read
+  // state the call writes, such as residual norms, right after submit).
+  virtual bool synchronous() const { return true; }
+};
+
+Executor& hostExecutor();
+// The CUDA executor (plugin/nccl/cuda_executor.cc); nullptr in a build
+// without CUDA or when no CUDA device is usable.
+Executor* cudaExecutor();
+// nullptr: no executor for these buffers (the call passes through).
+Executor* selectExecutor(MemoryKind send, MemoryKind recv);
+
+}  // namespace gradcomp::nccl

@@ -1,0 +1,288 @@
+#include "plugin/nccl/interposer.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "common/log.h"
+#include "plugin/nccl/comm_state.h"
+#include "plugin/nccl/cuda_probe.h"
+#include "plugin/nccl/executor.h"
+#include "plugin/nccl/real_nccl.h"
+#include "plugin/nccl/stats.h"
+#include "plugin/nccl/wiring.h"
+
+namespace gradcomp::nccl {
+namespace {
+
+thread_local int tInside = 0;
+thread_local int tGroupDepth = 0;
+
+struct PolicyHolder {
+  Policy policy;
+  Status status;
+};
+
+// Frozen at the first communicator creation (or first call), like the registry.
+const PolicyHolder& policyHolder() {
+  static PolicyHolder* holder = [] {
+    auto* h = new PolicyHolder();
+    h->status = loadPolicy(&h->policy);
+    if (!h->status.ok()) {
+      GC_WARN("%s; %s", h->status.message().c_str(),
+              h->policy.strict ? "GRADCOMP_STRICT=1: communicator creation fails"
+                               : "running uncompressed (GRADCOMP_STRICT=1 makes this fatal)");
+    } else if (h->policy.enabled()) {
+      GC_INFO(INIT, "NCCL interposer: algorithm %s, communicators '%s', min bytes %llu%s%s",
+              h->policy.algo.c_str(), h->policy.commsText.c_str(),
+              (unsigned long long)h->policy.minBytes, h->policy.configPath.empty() ? "" : ", config ",
+              h->policy.configPath.c_str());
+    }
+    return h;
+  }();
+  return *holder;
+}
+
+const Policy& policy() { return policyHolder().policy; }
+
+size_t ncclDtypeSize(int dtype) {
+  switch (dtype) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+ncclResult_t toNccl(Err e) {
+  switch (e) {
+    case Err::Ok: return ncclSuccess;
+    case Err::RemoteError: case Err::Timeout: return ncclRemoteError;
+    case Err::SystemError: return ncclSystemError;
+    case Err::InvalidArgument: return ncclInvalidArgument;
+    case Err::InvalidConfig: return ncclInvalidUsage;
+    default: return ncclInternalError;
+  }
+}
+
+void markFailed(CommState& st, const Status& s) {
+  if (st.failed) return;
+  st.failed = true;
+  st.failedCode = toNccl(s.code());
+  st.failedMessage = "gradcomp: compressed allreduce failed on communicator #" +
+                     std::to_string(st.id.index) + " (rank " + std::to_string(st.rank) + "/" +
+                     std::to_string(st.id.nranks) + "): " + s.toString();
+  GC_WARN("%s; the communicator is marked failed (ncclCommGetAsyncError reports it)",
+          st.failedMessage.c_str());
+}
+
+// Rank and size of a communicator whose creation may still have been in flight.
+void fillRankAndSize(CommState& st) {
+  const RealNccl& nccl = real();
+  if (st.rank < 0 && nccl.commUserRank) nccl.commUserRank(st.comm, &st.rank);
+  if (st.id.nranks <= 0 && nccl.commCount) nccl.commCount(st.comm, &st.id.nranks);
+}
+
+void passThroughStats(CommState& st, Verdict v, size_t bytes) {
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.stats.passedCalls++;
+  st.stats.passedBytes += bytes;
+  st.stats.passReasons[verdictName(v)]++;
+}
+
+// The compressed path; caller holds st.mu. Returns the result for the app.
+ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::AllreduceArgs& args,
+                           size_t bytes, cudaStream_t stream) {
+  RuleRuntime* rt = nullptr;
+  Status s = runtimeFor(policy(), st, rule, &rt);
+  if (!s.ok()) {
+    markFailed(st, s);
+    return st.failedCode;
+  }
+  CompressedCall call;
+  call.args = args;
+  call.algorithm = rt->algorithm.get();
+  call.net = st.net.get();
+  call.config = &rt->config;
+  call.callSeq = st.callSeq++;
+  call.errorFeedback = st.errorFeedback.get();
+  // An asynchronous executor's proxy thread owns the transport and the
+  // residuals until the call finishes: read neither here.
+  const bool sync = exec.synchronous();
+  uint64_t sentBefore = sync ? st.net->totalCounters().bytesSent : 0;
+  auto start = std::chrono::steady_clock::now();
+  s = exec.submit(call, stream);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!s.ok()) {
+    markFailed(st, s);
+    return st.failedCode;
+  }
+  uint64_t sent = sync ? st.net->totalCounters().bytesSent - sentBefore : 0;
+  st.stats.compressedCalls++;
+  st.stats.compressedLogicalBytes += bytes;
+  st.stats.wireBytes += sent;
+  st.stats.compressedSeconds += seconds;
+  uint64_t key = args.bufferKey ? args.bufferKey : uint64_t(uintptr_t(args.recvBuf));
+  BucketStats& b = st.stats.buckets[key];
+  b.calls++;
+  b.count = args.count;
+  b.bytesIn += bytes;
+  b.bytesOut += sent;
+  b.seconds += seconds;
+  if (sync && st.errorFeedback && st.errorFeedback->enabled()) b.residualNorm = st.errorFeedback->residualNorm(key);
+  GC_TRACE(PLUGIN, "comm #%llu call %llu: %zu bytes compressed by %s to %llu wire bytes in %.6f s",
+           (unsigned long long)st.id.index, (unsigned long long)call.callSeq, bytes,
+           rt->algoName.c_str(), (unsigned long long)sent, seconds);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+InsideScope::InsideScope() : reentered_(tInside > 0) { ++tInside; }
+InsideScope::~InsideScope() { --tInside; }
+
+ncclResult_t strictConfigCheck() {
+  const PolicyHolder& h = policyHolder();
+  return (!h.status.ok() && h.policy.strict) ? ncclInvalidUsage : ncclSuccess;
+}
+
+ncclResult_t onCommCreated(ncclResult_t rc, ncclComm_t comm, int nranks, int rank,
+                           const ncclConfig_t* config, bool singleProcess) {
+  if (comm == nullptr || (rc != ncclSuccess && rc != ncclInProgress)) return rc;
+  auto st = std::make_shared<CommState>();
+  st->comm = comm;
+  st->id.index = CommRegistry::instance().nextIndex();
+  st->id.nranks = nranks;
+  st->rank = rank;
+  st->id.singleProcess = singleProcess;
+  if (config && config->version >= GC_NCCL_CONFIG_COMMNAME_VERSION && config->commName)
+    st->id.name = config->commName;
+  st->initInProgress = rc == ncclInProgress || tGroupDepth > 0;
+  if (!st->initInProgress) fillRankAndSize(*st);
+  const Policy& p = policy();
+  st->selected = p.enabled() && !singleProcess && selectorsMatch(p.comms, st->id);
+  if (!p.enabled() || singleProcess) {
+    st->wiring = Wiring::Disabled;
+    st->disabledWhy = singleProcess ? "single-process communicator (ncclCommInitAll)" : "off";
+  }
+  CommRegistry::instance().add(st);
+  registerStatsAtExit();
+  if (st->wiring == Wiring::Pending && !st->initInProgress) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    Status s = wireCommunicator(p, *st);
+    if (!s.ok()) {
+      st->wiring = Wiring::Disabled;
+      st->disabledWhy = s.toString();
+      GC_WARN("communicator #%llu: exchange at init failed: %s; running uncompressed",
+              (unsigned long long)st->id.index, s.toString().c_str());
+    }
+  }
+  return rc;
+}
+
+void onCommGone(ncclComm_t comm, const char* how) {
+  std::shared_ptr<CommState> st = CommRegistry::instance().remove(comm);
+  if (!st) return;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (Executor* e = st->net ? cudaExecutor() : nullptr) e->release(st->net.get(), std::string(how) == "abort");
+    unwireCommunicator(*st);
+    if (policy().enabled()) GC_INFO(PLUGIN, "%s", statsLine(*st, how).c_str());
+  }
+  Status s = writeStatsFile();
+  if (!s.ok()) GC_WARN("%s", s.toString().c_str());
+}
+
+ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dtype,
+                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const RealNccl& nccl = real();
+  auto passThrough = [&] {
+    return nccl.allReduce ? nccl.allReduce(sendbuff, recvbuff, count, dtype, op, comm, stream)
+                          : ncclSystemError;
+  };
+  std::shared_ptr<CommState> st = CommRegistry::instance().find(comm);
+  if (!st) return passThrough();
+  size_t bytes = count * ncclDtypeSize(dtype);
+  int rule = -1;
+  Verdict v = decide(policy(), st->id, CallShape{count, int(dtype), int(op)}, &rule);
+  if (v == Verdict::Compress && tGroupDepth > 0) v = Verdict::InGroup;
+  if (v == Verdict::Compress && streamCapturing(stream)) v = Verdict::Capturing;
+  Executor* exec = nullptr;
+  if (v == Verdict::Compress) {
+    exec = selectExecutor(memoryKind(sendbuff), memoryKind(recvbuff));
+    if (exec == nullptr) v = Verdict::NoExecutor;
+  }
+  {
+    std::unique_lock<std::mutex> lock(st->mu);
+    // A failed communicator keeps failing: passing through while peers may be
+    // inside a compressed call would hang or mix results.
+    if (st->failed) return st->failedCode;
+    if (v == Verdict::Compress && st->wiring == Wiring::Pending) {
+      fillRankAndSize(*st);
+      Status s = wireCommunicator(policy(), *st);
+      if (!s.ok()) {
+        markFailed(*st, s);
+        return st->failedCode;
+      }
+    }
+    if (v == Verdict::Compress && st->wiring != Wiring::Ready) v = Verdict::CommDisabled;
+    if (v == Verdict::Compress) {
+      algo::AllreduceArgs args;
+      args.sendBuf = sendbuff;
+      args.recvBuf = recvbuff;
+      args.count = count;
+      eligibleDtype(int(dtype), &args.dtype);
+      eligibleOp(int(op), &args.op);
+      return runCompressed(*st, *exec, rule, args, bytes, stream);
+    }
+    if (v == Verdict::NoExecutor && st->stats.passReasons.count(verdictName(v)) == 0)
+      GC_INFO(PLUGIN, "communicator #%llu: eligible allreduce on device memory passes through to "
+              "NCCL (no CUDA executor in this build)", (unsigned long long)st->id.index);
+  }
+  passThroughStats(*st, v, bytes);
+  return passThrough();
+}
+
+ncclResult_t getAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  const RealNccl& nccl = real();
+  if (nccl.commGetAsyncError == nullptr) return ncclSystemError;
+  ncclResult_t rc = nccl.commGetAsyncError(comm, asyncError);
+  if (rc != ncclSuccess || asyncError == nullptr || *asyncError != ncclSuccess) return rc;
+  std::shared_ptr<CommState> st = CommRegistry::instance().find(comm);
+  if (st) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (Executor* e = !st->failed && st->net ? cudaExecutor() : nullptr) {
+      Status s = e->asyncError(st->net.get());
+      if (!s.ok()) markFailed(*st, s);
+    }
+    if (st->failed) *asyncError = st->failedCode;
+  }
+  return rc;
+}
+
+const char* lastError(ncclComm_t comm) {
+  thread_local std::string message;
+  std::shared_ptr<CommState> st = comm ? CommRegistry::instance().find(comm) : nullptr;
+  if (st) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->failed) {
+      message = st->failedMessage;
+      return message.c_str();
+    }
+  }
+  const RealNccl& nccl = real();
+  return nccl.getLastError ? nccl.getLastError(comm) : "";
+}
+
+ncclResult_t groupStart() {
+  const RealNccl& nccl = real();
+  ++tGroupDepth;
+  return nccl.groupStart ? nccl.groupStart() : ncclSystemError;
+}
+
+ncclResult_t groupEnd() {
+  const RealNccl& nccl = real();
+  if (tGroupDepth > 0) --tGroupDepth;
+  return nccl.groupEnd ? nccl.groupEnd() : ncclSystemError;
+}
+
+}  // namespace gradcomp::nccl

@@ -1,0 +1,101 @@
+#include "plugin/nccl/wiring.h"
+
+#include "algorithms/error_feedback.h"
+#include "common/log.h"
+#include "plugin/nccl/nccl_exchange.h"
+#include "transport/ucx_transport.h"
+
+namespace gradcomp::nccl {
+
+Status wireCommunicator(const Policy& policy, CommState& state) {
+  auto start = std::chrono::steady_clock::now();
+  NcclExchange exchange(state.comm, state.rank, state.id.nranks);
+  std::vector<std::string> texts;
+  GC_CHECK(exchange.allgather(effectiveConfigText(policy, state.id, state.selected), &texts));
+  std::string diff = firstDifference(texts);
+  state.wiring = Wiring::Disabled;
+  if (!diff.empty()) {
+    state.disabledWhy = "configuration differs across ranks: " + diff;
+    GC_WARN("communicator #%llu (%d ranks): configuration differs across ranks: %s; compression "
+            "disabled on this communicator on every rank",
+            (unsigned long long)state.id.index, state.id.nranks, diff.c_str());
+    return Status::Ok();
+  }
+  if (!state.selected) {
+    state.disabledWhy = "not selected by GRADCOMP_COMMS";
+    return Status::Ok();
+  }
+  Status made = transport::createUcxTransport(exchange, transport::UcxOptions{}, &state.net);
+  std::string verdict = made.ok() ? "ok" : made.toString();
+  std::vector<std::string> verdicts;
+  GC_CHECK(exchange.allgather(verdict, &verdicts));
+  for (size_t r = 0; r < verdicts.size(); ++r) {
+    if (verdicts[r] == "ok") continue;
+    state.net.reset();
+    state.disabledWhy = "UCX wiring failed on rank " + std::to_string(r) + ": " + verdicts[r];
+    GC_WARN("communicator #%llu: %s; compression disabled on this communicator on every rank",
+            (unsigned long long)state.id.index, state.disabledWhy.c_str());
+    return Status::Ok();
+  }
+  Status ef = algo::ErrorFeedbackStore::create(param::Overrides{}, &state.errorFeedback);
+  if (!ef.ok()) {
+    // Same configuration everywhere, so every rank fails alike.
+    state.net.reset();
+    state.disabledWhy = ef.toString();
+    GC_WARN("communicator #%llu: %s; compression disabled", (unsigned long long)state.id.index,
+            state.disabledWhy.c_str());
+    return Status::Ok();
+  }
+  state.wiring = Wiring::Ready;
+  state.stats.wiringSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  GC_INFO(INIT, "communicator #%llu rank %d/%d: compression on (%s), UCX wired in %.3f s",
+          (unsigned long long)state.id.index, state.rank, state.id.nranks, policy.algo.c_str(),
+          state.stats.wiringSeconds);
+  return Status::Ok();
+}
+
+Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime** out) {
+  auto it = state.runtimes.find(rule);
+  if (it != state.runtimes.end()) {
+    *out = &it->second;
+    return Status::Ok();
+  }
+  RuleRuntime rt;
+  const Rule* r = rule >= 0 ? &policy.rules[size_t(rule)] : nullptr;
+  rt.algoName = r && !r->algo.empty() ? r->algo : policy.algo;
+  // File values apply only where the environment says nothing (env wins).
+  auto apply = [&](const std::map<std::string, std::string>& params, const std::string& origin) -> Status {
+    for (const auto& [name, text] : params) {
+      const param::Spec* spec = param::find(name);
+      if (spec == nullptr) continue;  // validated at load
+      bool envSet = false;
+      for (int i = 0; i < int(param::Id::kCount); ++i) {
+        param::Value v;
+        if (&param::spec(param::Id(i)) == spec)
+          envSet = param::get(param::Id(i), &v).ok() && v.fromEnvironment;
+      }
+      if (!envSet) GC_CHECK(rt.config.set(name, text, origin));
+    }
+    return Status::Ok();
+  };
+  GC_CHECK(apply(policy.params, policy.configPath + " [params]"));
+  if (r) GC_CHECK(apply(r->params, r->origin));
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(rt.algoName);
+  GC_REQUIRE(info != nullptr, Err::InvalidConfig, "algorithm '%s' is not registered; known: %s",
+             rt.algoName.c_str(), algo::algorithmNames().c_str());
+  rt.algorithm = info->create();
+  auto [pos, inserted] = state.runtimes.emplace(rule, std::move(rt));
+  (void)inserted;
+  *out = &pos->second;
+  return Status::Ok();
+}
+
+void unwireCommunicator(CommState& state) {
+  state.runtimes.clear();
+  state.errorFeedback.reset();
+  state.net.reset();
+  state.closed = true;
+}
+
+}  // namespace gradcomp::nccl

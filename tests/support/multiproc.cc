@@ -1,0 +1,146 @@
+// Forks one child per rank; see multiproc.h for the contract.
+#include "support/multiproc.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+namespace gradcomp::test {
+namespace {
+
+// A loopback TCP port that is free right now (the kernel picks it). A small
+// race with other processes remains; the ephemeral range makes it rare.
+int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+[[noreturn]] void runChild(int rank, int nranks, int port,
+                           const std::function<int(int rank)>& body,
+                           const std::map<std::string, std::string>& env) {
+  // The test framework's crash handlers belong to the parent; a crashing rank
+  // should just die by its signal.
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT})
+    signal(sig, SIG_DFL);
+  setenv("GRADCOMP_RANK", std::to_string(rank).c_str(), 1);
+  setenv("GRADCOMP_NRANKS", std::to_string(nranks).c_str(), 1);
+  setenv("GRADCOMP_BOOTSTRAP", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  int rc = 1;
+  try {
+    rc = body(rank);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "rank %d: exception: %s\n", rank, e.what());
+    rc = 101;
+  } catch (...) {
+    // Catch2 REQUIRE failures inside a child land here.
+    fprintf(stderr, "rank %d: body threw (assertion failed?)\n", rank);
+    rc = 102;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  _exit(rc);  // skip atexit handlers and static destructors shared with the parent
+}
+
+void record(int status, RankExit* out) {
+  if (WIFEXITED(status)) {
+    out->exitCode = WEXITSTATUS(status);
+    out->signal = 0;
+  } else if (WIFSIGNALED(status)) {
+    out->signal = WTERMSIG(status);
+  }
+}
+
+}  // namespace
+
+std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& body,
+                               const std::map<std::string, std::string>& env, double deadlineS) {
+  std::vector<RankExit> exits(nranks > 0 ? nranks : 0);
+  std::vector<pid_t> pids(exits.size(), -1);
+  const int port = freeLoopbackPort();
+  fflush(stdout);  // buffered output would otherwise be written by every child
+  fflush(stderr);
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) runChild(r, nranks, port, body, env);
+    if (pid < 0) {
+      perror("runRanks: fork");
+      exits[r].exitCode = 127;
+      continue;
+    }
+    pids[r] = pid;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(deadlineS));
+  int running = 0;
+  for (pid_t p : pids) running += p > 0;
+  // Poll for exits: waitpid(WNOHANG) plus a short sleep keeps the deadline exact
+  // without signal-handler plumbing.
+  while (running > 0 && Clock::now() < deadline) {
+    bool reaped = false;
+    for (int r = 0; r < nranks; ++r) {
+      if (pids[r] <= 0) continue;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        record(status, &exits[r]);
+        pids[r] = -1;
+        --running;
+        reaped = true;
+      }
+    }
+    if (!reaped && running > 0) {
+      timespec ts{0, 2 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  for (int r = 0; r < nranks; ++r) {
+    if (pids[r] <= 0) continue;
+    kill(pids[r], SIGKILL);
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    record(status, &exits[r]);
+    exits[r].killedAtDeadline = true;
+  }
+  return exits;
+}
+
+bool allSucceeded(const std::vector<RankExit>& exits) {
+  bool ok = true;
+  for (size_t r = 0; r < exits.size(); ++r) {
+    const RankExit& e = exits[r];
+    if (e.signal == 0 && e.exitCode == 0 && !e.killedAtDeadline) continue;
+    ok = false;
+    if (e.killedAtDeadline)
+      fprintf(stderr, "rank %zu: killed at the deadline (hung)\n", r);
+    else if (e.signal)
+      fprintf(stderr, "rank %zu: died by signal %d\n", r, e.signal);
+    else
+      fprintf(stderr, "rank %zu: exited with code %d\n", r, e.exitCode);
+  }
+  return ok;
+}
+
+}  // namespace gradcomp::test

@@ -1,0 +1,289 @@
+// gradcomp-bench as a user runs it: the built executable, its exit codes,
+// stderr and -J output. Every run is under `timeout`, so a hang fails the
+// test instead of the CI.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace {
+
+struct Result {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The build tree: GRADCOMP_BINARY_DIR when CTest sets it, else the parent of
+// this test executable's directory (<build>/tests/test_bench_cli).
+std::string binaryDir() {
+  if (const char* dir = getenv("GRADCOMP_BINARY_DIR")) return dir;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  std::string path(self, size_t(n));
+  for (int up = 0; up < 2; ++up) path = path.substr(0, path.rfind('/'));
+  return path;
+}
+
+std::string benchPath() {
+  const std::string path = binaryDir() + "/tools/gradcomp-bench/gradcomp-bench";
+  INFO("gradcomp-bench expected at " << path);
+  REQUIRE(access(path.c_str(), X_OK) == 0);
+  return path;
+}
+
+// A scratch directory per test process, removed at exit.
+const std::string& scratch() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/gc_bench_cli_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    std::string d = tmpl;
+    atexit([] { (void)!system(("rm -rf " + scratch()).c_str()); });
+    return d;
+  }();
+  return dir;
+}
+
+// Runs the bench with `args` (no shell metacharacters) and extra environment.
+// CTest's GRADCOMP_SOURCE_DIR/BINARY_DIR are removed: they are not registry
+// parameters, and the bench would warn about them.
+Result runBench(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+                int timeoutS = 60) {
+  std::string cmd = "cd " + scratch() + " && env -u GRADCOMP_SOURCE_DIR -u GRADCOMP_BINARY_DIR";
+  for (const auto& [k, v] : env) cmd += " " + k + "=" + v;
+  cmd += " timeout -k 5 " + std::to_string(timeoutS) + " " + benchPath();
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  cmd += " >" + scratch() + "/out 2>" + scratch() + "/err";
+  const int status = system(cmd.c_str());
+  Result r;
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = readFile(scratch() + "/out");
+  r.err = readFile(scratch() + "/err");
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+// The flat JSON the bench writes: an array of objects whose values are
+// numbers, strings or null. Values are kept as their text ("null" for null).
+using JsonRow = std::map<std::string, std::string>;
+
+std::vector<JsonRow> parseRows(const std::string& text) {
+  std::vector<JsonRow> rows;
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < text.size() && isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  auto expect = [&](char c) {
+    skip();
+    REQUIRE(i < text.size());
+    REQUIRE(text[i] == c);
+    ++i;
+  };
+  auto str = [&] {
+    expect('"');
+    const size_t end = text.find('"', i);
+    REQUIRE(end != std::string::npos);
+    std::string s = text.substr(i, end - i);
+    i = end + 1;
+    return s;
+  };
+  expect('[');
+  skip();
+  while (i < text.size() && text[i] == '{') {
+    ++i;
+    JsonRow row;
+    for (;;) {
+      const std::string key = str();
+      expect(':');
+      skip();
+      std::string value;
+      if (text[i] == '"') {
+        value = str();
+      } else {
+        const size_t end = text.find_first_of(",}", i);
+        REQUIRE(end != std::string::npos);
+        value = text.substr(i, end - i);
+        while (!value.empty() && isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
+        i = end;
+      }
+      row[key] = value;
+      skip();
+      if (text[i] == ',') {
+        ++i;
+        continue;
+      }
+      expect('}');
+      break;
+    }
+    rows.push_back(row);
+    skip();
+    if (i < text.size() && text[i] == ',') ++i;
+    skip();
+  }
+  expect(']');
+  return rows;
+}
+
+const char* kFields[] = {"size_bytes", "count",      "dtype",          "op",
+                         "algo",       "ranks",      "time_us",        "algbw_gbps",
+                         "busbw_gbps", "wire_bytes_max", "wire_bytes_mean", "ratio",
+                         "rel_err",    "wrong"};
+
+double num(const JsonRow& row, const char* key) {
+  auto it = row.find(key);
+  REQUIRE(it != row.end());
+  REQUIRE(it->second != "null");
+  return std::stod(it->second);
+}
+
+}  // namespace
+
+TEST_CASE("gradcomp-bench rejects bad input with exit 2 and one line naming the flag",
+          "[bench]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"-b", "12Q"}, {}, {"-b", "12Q", "64K"}},
+      {{"--minbytes=1X"}, {}, {"--minbytes", "1X"}},
+      {{"--algo", "nosuch"}, {}, {"--algo", "nosuch", "dense"}},
+      {{"-d", "int8"}, {}, {"-d", "int8", "bfloat16"}},
+      {{"-d", "int32"}, {}, {"-d", "float, half, bfloat16, double"}},
+      {{"-b", "1K", "-e"}, {}, {"-e", "needs a value"}},
+      {{"--ranks", "0"}, {}, {"--ranks", "1..256"}},
+      {{"--ranks", "two"}, {}, {"--ranks", "two"}},
+      {{"-c", "2"}, {}, {"-c", "0 or 1"}},
+      {{"-o", "max"}, {}, {"-o", "sum or avg"}},
+      {{"--input", "zipf"}, {}, {"--input", "gradient"}},
+      {{"--frobnicate", "1"}, {}, {"--frobnicate"}},
+      {{"-x", "1"}, {}, {"-x"}},
+      {{"stray"}, {}, {"stray"}},
+      {{"-b", "1M", "-e", "1K"}, {}, {"-b", "-e"}},
+      {{"--param", "NOPE=1"}, {}, {"--param", "NOPE"}},
+      {{"--algo", "dense", "--density", "0.1"}, {}, {"--density", "dense", "--param"}},
+      {{"--ranks", "2", "-b", "1K", "-e", "1K"}, {{"GRADCOMP_TIMEOUT_S", "abc"}},
+       {"GRADCOMP_TIMEOUT_S", "abc", "0.05..86400"}},
+  };
+  for (const Case& c : cases) {
+    std::string line;
+    for (const auto& a : c.args) line += a + " ";
+    INFO("gradcomp-bench " << line);
+    const Result r = runBench(c.args, c.env, 30);
+    INFO("stderr: " << r.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.rfind("gradcomp-bench: ", 0) == 0);
+    for (const std::string& m : c.mentions) CHECK(contains(r.err, m));
+  }
+}
+
+TEST_CASE("gradcomp-bench --help lists the flags and exits 0", "[bench]") {
+  const Result r = runBench({"--help"});
+  CHECK(r.exitCode == 0);
+  for (const char* flag : {"--minbytes", "--stepfactor", "--algo", "--ranks", "--input", "dense"})
+    CHECK(contains(r.out, flag));
+}
+
+TEST_CASE("gradcomp-bench dense on 3 ranks in bfloat16 writes complete JSON rows",
+          "[bench][mp]") {
+  const Result r = runBench({"--ranks", "3", "--algo", "dense", "-b", "1K", "-e", "64K", "-f", "4",
+                             "-d", "bfloat16", "-J", "rows.json"},
+                            {}, 240);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(contains(r.out, "# Wrong values         : 0 OK"));
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/rows.json"));
+  REQUIRE(rows.size() == 4);  // 1K, 4K, 16K, 64K
+  uint64_t expectSize = 1024;
+  for (const JsonRow& row : rows) {
+    INFO("size " << expectSize);
+    CHECK(row.size() == sizeof(kFields) / sizeof(kFields[0]));
+    for (const char* f : kFields) CHECK(row.count(f) == 1);
+    CHECK(num(row, "size_bytes") == double(expectSize));
+    CHECK(num(row, "count") == double(expectSize / 2));
+    CHECK(row.at("dtype") == "bfloat16");
+    CHECK(row.at("op") == "sum");
+    CHECK(row.at("algo") == "dense");
+    CHECK(num(row, "ranks") == 3);
+    CHECK(num(row, "wrong") == 0);
+    CHECK(num(row, "time_us") > 0);
+    CHECK(num(row, "busbw_gbps") == Approx(num(row, "algbw_gbps") * 4.0 / 3.0));
+    CHECK(num(row, "wire_bytes_max") >= num(row, "wire_bytes_mean"));
+    CHECK(num(row, "wire_bytes_mean") > 0);
+    CHECK(num(row, "ratio") > 0);
+    // bf16 keeps 8 significant bits: each rounding is off by at most 2^-9.
+    CHECK(num(row, "rel_err") < 1e-2);
+    expectSize *= 4;
+  }
+}
+
+TEST_CASE("gradcomp-bench integer inputs sum exactly on 2 ranks", "[bench][mp]") {
+  // 256K is above GRADCOMP_DENSE_RD_MAX_BYTES (64K): the ring path runs too.
+  const Result r = runBench({"--ranks", "2", "--input", "integer", "-b", "4K", "-e", "256K", "-f",
+                             "8", "-d", "float", "-n", "5", "-w", "2", "-J", "int.json"},
+                            {}, 240);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/int.json"));
+  REQUIRE(rows.size() == 3);  // 4K, 32K, 256K
+  for (const JsonRow& row : rows) {
+    CHECK(num(row, "rel_err") == 0.0);
+    CHECK(num(row, "wrong") == 0);
+    CHECK(num(row, "ranks") == 2);
+  }
+  // With 2 ranks the ring sends exactly half the buffer per phase: ratio 1.
+  CHECK(num(rows.back(), "ratio") == Approx(1.0));
+}
+
+TEST_CASE("gradcomp-bench on one rank sends nothing and -c 0 skips the check", "[bench][mp]") {
+  const Result r = runBench(
+      {"--ranks", "1", "-b", "4K", "-e", "4K", "-c", "0", "-n", "3", "-w", "1", "-J", "one.json"}, {},
+      120);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(contains(r.out, "N/A"));
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/one.json"));
+  REQUIRE(rows.size() == 1);
+  CHECK(num(rows[0], "wire_bytes_max") == 0);
+  CHECK(num(rows[0], "busbw_gbps") == 0);
+  CHECK(rows[0].at("ratio") == "null");
+  CHECK(rows[0].at("rel_err") == "null");
+  CHECK(rows[0].at("wrong") == "null");
+}
+
+TEST_CASE("gradcomp-bench ratio is 1 for the dense ring with an uneven count", "[bench][mp]") {
+  // 256K floats = 65536 elements, not divisible by 3: chunks 21846/21845/21845.
+  // Above GRADCOMP_DENSE_RD_MAX_BYTES the dense algorithm is the ring, so its
+  // measured wire must equal the ring volume the bench computes.
+  const Result r = runBench({"--ranks", "3", "-b", "256K", "-e", "256K", "-n", "2", "-w", "1", "-c",
+                             "0", "-J", "ring.json"},
+                            {}, 120);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/ring.json"));
+  REQUIRE(rows.size() == 1);
+  // Worst rank skips the two adjacent smallest chunks: (2*65536 - 2*21845) * 4.
+  CHECK(num(rows[0], "wire_bytes_max") == double((2 * 65536 - 2 * 21845) * 4));
+  CHECK(num(rows[0], "ratio") == 1.0);
+}

@@ -1,0 +1,340 @@
+// The interposer in libgradcomp.so against the test-double libnccl.so.2, in
+// real rank processes: each child dlopens the double (RTLD_GLOBAL, as an
+// application linked to NCCL would have it) and then libgradcomp.so, and calls
+// the NCCL entry points libgradcomp.so exports. The double records what
+// reaches the "real" NCCL; host buffers make the host executor eligible.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nccl_double/nccl_double.h"
+#include "support/multiproc.h"
+
+namespace {
+
+struct Api {
+  ncclResult_t (*allReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*initRank)(ncclComm_t*, int, ncclUniqueId, int);
+  ncclResult_t (*initRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
+  ncclResult_t (*split)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
+  ncclResult_t (*destroy)(ncclComm_t);
+  ncclResult_t (*abort)(ncclComm_t);
+  ncclResult_t (*asyncError)(ncclComm_t, ncclResult_t*);
+  const char* (*lastError)(ncclComm_t);
+  ncclResult_t (*groupStart)();
+  ncclResult_t (*groupEnd)();
+  ncclDoubleCountFn count;
+  ncclDoubleAllReduceAtFn allReduceAt;
+};
+
+// GRADCOMP_BINARY_DIR when CTest passes it, else two levels above this test
+// executable (<build>/tests/test_x).
+std::string binaryDir() {
+  if (const char* d = getenv("GRADCOMP_BINARY_DIR")) return d;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return ".";
+  std::string path(exe, size_t(n));
+  path = path.substr(0, path.rfind('/'));
+  return path.substr(0, path.rfind('/'));
+}
+
+// In a child: load the double, then libgradcomp.so; exits the child on failure.
+Api loadApi() {
+  void* dbl = dlopen((binaryDir() + "/tests/nccl_double/libnccl.so.2").c_str(), RTLD_NOW | RTLD_GLOBAL);
+  void* gc = dlopen((binaryDir() + "/plugin/libgradcomp.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!dbl || !gc) {
+    fprintf(stderr, "dlopen failed: %s\n", dlerror());
+    _exit(90);
+  }
+  Api a{};
+  auto sym = [&](void* h, const char* name) {
+    void* p = dlsym(h, name);
+    if (!p) {
+      fprintf(stderr, "missing %s\n", name);
+      _exit(91);
+    }
+    return p;
+  };
+  a.allReduce = reinterpret_cast<decltype(a.allReduce)>(sym(gc, "ncclAllReduce"));
+  a.initRank = reinterpret_cast<decltype(a.initRank)>(sym(gc, "ncclCommInitRank"));
+  a.initRankConfig = reinterpret_cast<decltype(a.initRankConfig)>(sym(gc, "ncclCommInitRankConfig"));
+  a.split = reinterpret_cast<decltype(a.split)>(sym(gc, "ncclCommSplit"));
+  a.destroy = reinterpret_cast<decltype(a.destroy)>(sym(gc, "ncclCommDestroy"));
+  a.abort = reinterpret_cast<decltype(a.abort)>(sym(gc, "ncclCommAbort"));
+  a.asyncError = reinterpret_cast<decltype(a.asyncError)>(sym(gc, "ncclCommGetAsyncError"));
+  a.lastError = reinterpret_cast<decltype(a.lastError)>(sym(gc, "ncclGetLastError"));
+  a.groupStart = reinterpret_cast<decltype(a.groupStart)>(sym(gc, "ncclGroupStart"));
+  a.groupEnd = reinterpret_cast<decltype(a.groupEnd)>(sym(gc, "ncclGroupEnd"));
+  a.count = reinterpret_cast<ncclDoubleCountFn>(sym(dbl, "ncclDoubleCount"));
+  a.allReduceAt = reinterpret_cast<ncclDoubleAllReduceAtFn>(sym(dbl, "ncclDoubleAllReduceAt"));
+  return a;
+}
+
+// A fresh exchange directory per test and a shared unique id.
+struct Job {
+  std::string dir;
+  ncclUniqueId id{};
+  Job() {
+    char tmpl[] = "/tmp/gc_nccl_XXXXXX";
+    dir = mkdtemp(tmpl);
+    for (size_t i = 0; i < sizeof id.internal; ++i) id.internal[i] = char(rand());
+  }
+  ~Job() { (void)system(("rm -rf '" + dir + "'").c_str()); }
+  std::map<std::string, std::string> env(std::map<std::string, std::string> extra) const {
+    extra["NCCL_DOUBLE_DIR"] = dir;
+    extra["NCCL_DOUBLE_TIMEOUT_S"] = "30";
+    if (!extra.count("GRADCOMP_TIMEOUT_S")) extra["GRADCOMP_TIMEOUT_S"] = "20";
+    return extra;
+  }
+};
+
+#define CHILD_CHECK(cond)                                                     \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
+      return 1;                                                               \
+    }                                                                         \
+  } while (0)
+
+// The last recorded AllReduce equals these arguments exactly.
+bool lastCallIs(const Api& a, int before, const void* s, void* r, size_t n, int dt, int op,
+                ncclComm_t comm, cudaStream_t stream) {
+  int calls = a.count("ncclAllReduce");
+  ncclDoubleAllReduceRecord rec{};
+  if (calls != before + 1 || a.allReduceAt(calls - 1, &rec) != 0) return false;
+  return rec.sendbuff == s && rec.recvbuff == r && rec.count == n && rec.datatype == dt &&
+         rec.op == op && rec.comm == comm && rec.stream == stream;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+cudaStream_t fakeStream() { return reinterpret_cast<cudaStream_t>(uintptr_t(0x5170)); }
+
+}  // namespace
+
+TEST_CASE("with GRADCOMP_ALGO unset every call reaches NCCL unchanged", "[mp][nccl]") {
+  Job job;
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess && comm != nullptr);
+    std::vector<float> buf(1 << 20, float(rank + 1));
+    int before = a.count("ncclAllReduce");
+    CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream()) == ncclSuccess);
+    CHILD_CHECK(lastCallIs(a, before, buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream()));
+    CHILD_CHECK(buf[12345] == 3.0f);
+    CHILD_CHECK(a.count("ncclAllGather") == 0);  // no exchange when off
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess && a.count("ncclCommDestroy") == 1);
+    return 0;
+  }, job.env({}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("non-eligible calls pass through with their arguments unchanged", "[mp][nccl]") {
+  Job job;
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+    std::vector<char> send(8 << 20, 0), recv(8 << 20, 0);
+    struct Case { size_t count; int dtype; int op; bool group; const char* what; };
+    const Case cases[] = {
+        {1000, ncclFloat32, ncclSum, false, "small buffer"},
+        {1 << 20, ncclInt32, ncclSum, false, "int32"},
+        {1 << 20, ncclFloat64, ncclSum, false, "float64"},
+        {1 << 20, ncclFloat32, ncclMax, false, "max"},
+        {1 << 20, ncclFloat32, ncclProd, false, "prod"},
+        {1 << 20, ncclFloat32, 5, false, "PreMulSum (user op)"},
+        {1 << 20, ncclFloat32, ncclSum, true, "inside a group"},
+    };
+    for (const Case& c : cases) {
+      int before = a.count("ncclAllReduce");
+      if (c.group) CHILD_CHECK(a.groupStart() == ncclSuccess);
+      CHILD_CHECK(a.allReduce(send.data(), recv.data(), c.count, ncclDataType_t(c.dtype),
+                              ncclRedOp_t(c.op), comm, fakeStream()) == ncclSuccess);
+      if (c.group) CHILD_CHECK(a.groupEnd() == ncclSuccess);
+      if (!lastCallIs(a, before, send.data(), recv.data(), c.count, c.dtype, c.op, comm, fakeStream())) {
+        fprintf(stderr, "case '%s' did not reach NCCL unchanged\n", c.what);
+        return 1;
+      }
+    }
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "1M"}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("unselected communicators pass through", "[mp][nccl]") {
+  Job job;
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+    std::vector<float> buf(1 << 20, 1.0f);
+    int before = a.count("ncclAllReduce");
+    CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    CHILD_CHECK(lastCallIs(a, before, buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr));
+    CHILD_CHECK(buf[7] == 2.0f);
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_COMMS", "size:4,index:7"}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("eligible calls reach the executor and give NCCL's result", "[mp][nccl]") {
+  Job job;
+  const std::string stats = job.dir + "/stats";
+  auto exits = gradcomp::test::runRanks(3, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 3, job.id, rank) == ncclSuccess);
+    const size_t n = (1 << 20) + 7;  // 4 MiB + 28 B of float32
+    std::vector<float> send(n), recv(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) send[i] = float((i % 1000) * (rank + 1));  // exact in fp32
+    int before = a.count("ncclAllReduce");
+    CHILD_CHECK(a.allReduce(send.data(), recv.data(), n, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    for (size_t i = 0; i < n; i += 4099) CHILD_CHECK(recv[i] == float((i % 1000) * 6));
+    CHILD_CHECK(recv[n - 1] == float(((n - 1) % 1000) * 6));
+    CHILD_CHECK(a.allReduce(send.data(), send.data(), n, ncclFloat32, ncclAvg, comm, nullptr) == ncclSuccess);
+    CHILD_CHECK(send[999] == float(999 * 2));  // (1+2+3)/3 = 2
+    CHILD_CHECK(a.count("ncclAllReduce") == before);  // neither reached NCCL
+    ncclResult_t err = ncclInternalError;
+    CHILD_CHECK(a.asyncError(comm, &err) == ncclSuccess && err == ncclSuccess);
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    std::string json = readFile(stats + ".rank" + std::to_string(rank) + ".json");
+    CHILD_CHECK(json.find("\"calls_compressed\": 2") != std::string::npos);
+    CHILD_CHECK(json.find("\"compressing\": true") != std::string::npos);
+    CHILD_CHECK(json.find("\"logical_bytes\": " + std::to_string(2 * n * 4)) != std::string::npos);
+    CHILD_CHECK(json.find("\"bytes_in\": " + std::to_string(n * 4)) != std::string::npos);  // 2 buckets
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_STATS", stats}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("a configuration mismatch disables compression on every rank", "[mp][nccl]") {
+  Job job;
+  const std::string log = job.dir + "/stderr";
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    // Rank 1 disagrees on one key; every rank must pass the call through.
+    if (rank == 1) setenv("GRADCOMP_MIN_BYTES", "2M", 1);
+    if (!freopen((log + std::to_string(rank)).c_str(), "w", stderr)) return 1;
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+    std::vector<float> buf(1 << 20, 1.0f);  // 4 MiB: eligible under both settings
+    int before = a.count("ncclAllReduce");
+    CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    CHILD_CHECK(lastCallIs(a, before, buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr));
+    CHILD_CHECK(buf[0] == 2.0f);
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    fflush(stderr);
+    std::string text = readFile(log + std::to_string(rank));
+    CHILD_CHECK(text.find("GRADCOMP_MIN_BYTES") != std::string::npos);
+    CHILD_CHECK(text.find("compression disabled on this communicator on every rank") != std::string::npos);
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "1M"}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("bad GRADCOMP values: a clear message and uncompressed, or a failed init when strict", "[mp][nccl]") {
+  const char* cases[][3] = {
+      {"GRADCOMP_ALGO", "nosuch", "unknown algorithm"},
+      {"GRADCOMP_MIN_BYTES", "lots", "GRADCOMP_MIN_BYTES"},
+      {"GRADCOMP_COMMS", "size:x", "GRADCOMP_COMMS"},
+      {"GRADCOMP_CONFIG", "/nonexistent/gradcomp.toml", "cannot open"},
+  };
+  for (const auto& c : cases) {
+    for (bool strict : {false, true}) {
+      Job job;
+      const std::string log = job.dir + "/stderr";
+      std::map<std::string, std::string> env{{"GRADCOMP_ALGO", "dense"}};
+      env[c[0]] = c[1];
+      if (strict) env["GRADCOMP_STRICT"] = "1";
+      INFO(c[0] << "=" << c[1] << (strict ? " strict" : ""));
+      auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+        if (!freopen((log + std::to_string(rank)).c_str(), "w", stderr)) return 1;
+        Api a = loadApi();
+        ncclComm_t comm = nullptr;
+        ncclResult_t rc = a.initRank(&comm, 2, job.id, rank);
+        fflush(stderr);
+        std::string text = readFile(log + std::to_string(rank));
+        if (text.find(c[2]) == std::string::npos) {
+          fprintf(stdout, "rank %d: no '%s' in its log:\n%s\n", rank, c[2], text.c_str());
+          return 1;
+        }
+        if (strict) {
+          CHILD_CHECK(rc == ncclInvalidUsage && a.count("ncclCommInitRank") == 0);
+          return 0;
+        }
+        CHILD_CHECK(rc == ncclSuccess);
+        std::vector<float> buf(1 << 20, 1.0f);
+        int before = a.count("ncclAllReduce");
+        CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+        CHILD_CHECK(a.count("ncclAllReduce") == before + 1 && buf[0] == 2.0f);
+        CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+        return 0;
+      }, job.env(env));
+      REQUIRE(gradcomp::test::allSucceeded(exits));
+    }
+  }
+}
+
+TEST_CASE("config file rules pick algorithms per size; split communicators are tracked", "[mp][nccl]") {
+  Job job;
+  const std::string file = job.dir + "/gradcomp.toml";
+  std::ofstream(file) << "algo = \"dense\"\nmin_bytes = \"1M\"\n"
+                         "[[rule]]\nmin_bytes = \"16M\"\nalgo = \"off\"\n";
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t world = nullptr, sub = nullptr;
+    CHILD_CHECK(a.initRank(&world, 2, job.id, rank) == ncclSuccess);
+    CHILD_CHECK(a.split(world, 0, rank, &sub, nullptr) == ncclSuccess && sub != nullptr);
+    std::vector<float> big(5 << 20, 1.0f), mid(1 << 20, 1.0f);  // 20 MiB, 4 MiB
+    int before = a.count("ncclAllReduce");
+    CHILD_CHECK(a.allReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, sub, nullptr) == ncclSuccess);
+    CHILD_CHECK(a.count("ncclAllReduce") == before + 1);  // rule: off above 16M
+    CHILD_CHECK(a.allReduce(mid.data(), mid.data(), mid.size(), ncclFloat32, ncclSum, sub, nullptr) == ncclSuccess);
+    CHILD_CHECK(a.count("ncclAllReduce") == before + 1);  // compressed
+    CHILD_CHECK(big[3] == 2.0f && mid[3] == 2.0f);
+    CHILD_CHECK(a.destroy(sub) == ncclSuccess && a.destroy(world) == ncclSuccess);
+    return 0;
+  }, job.env({{"GRADCOMP_CONFIG", file}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("a dead peer on a compressed call fails the communicator, reported by ncclCommGetAsyncError", "[mp][nccl]") {
+  Job job;
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+    if (rank == 1) _exit(0);  // dies after wiring, before the collective
+    std::vector<float> buf(1 << 20, 1.0f);
+    ncclResult_t rc = a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    CHILD_CHECK(rc == ncclRemoteError || rc == ncclSystemError || rc == ncclInternalError);
+    ncclResult_t err = ncclSuccess;
+    CHILD_CHECK(a.asyncError(comm, &err) == ncclSuccess && err == rc);
+    std::string msg = a.lastError(comm);
+    CHILD_CHECK(msg.find("compressed allreduce failed") != std::string::npos);
+    CHILD_CHECK(msg.find("1") != std::string::npos);  // names the peer
+    // Later calls keep failing instead of passing through.
+    CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) == rc);
+    CHILD_CHECK(a.abort(comm) == ncclSuccess);
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_TIMEOUT_S", "3"}}), 60);
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}

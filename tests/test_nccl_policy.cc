@@ -1,0 +1,117 @@
+// The interposer's pure decision functions: selectors, per-call verdicts,
+// config-file parsing and the cross-rank comparison text.
+#include <catch2/catch.hpp>
+
+#include "plugin/nccl/config_file.h"
+#include "plugin/nccl/nccl_abi.h"
+#include "plugin/nccl/policy.h"
+
+using namespace gradcomp;
+using namespace gradcomp::nccl;
+
+namespace {
+Policy densePolicy() {
+  Policy p;
+  p.algo = "dense";
+  REQUIRE(parseCommSelectors("all", "test", &p.comms).ok());
+  p.minBytes = 1 << 20;
+  return p;
+}
+CommIdentity comm(uint64_t index, int nranks, std::string name = "") {
+  CommIdentity c;
+  c.index = index;
+  c.nranks = nranks;
+  c.name = std::move(name);
+  return c;
+}
+}  // namespace
+
+TEST_CASE("communicator selectors", "[nccl][policy]") {
+  std::vector<CommSelector> s;
+  REQUIRE(parseCommSelectors("index:0, size:8,name:dp_*", "GRADCOMP_COMMS", &s).ok());
+  CHECK(selectorsMatch(s, comm(0, 2)));
+  CHECK(selectorsMatch(s, comm(3, 8)));
+  CHECK(selectorsMatch(s, comm(3, 4, "dp_group")));
+  CHECK_FALSE(selectorsMatch(s, comm(3, 4, "tp_group")));
+  CHECK_FALSE(selectorsMatch(s, comm(3, 4)));
+  REQUIRE(parseCommSelectors("none", "x", &s).ok());
+  CHECK_FALSE(selectorsMatch(s, comm(0, 2)));
+  for (const char* bad : {"", "size:", "size:x", "index:-1", "rank:0", "name:"}) {
+    Status st = parseCommSelectors(bad, "GRADCOMP_COMMS", &s);
+    INFO(bad);
+    CHECK(st.code() == Err::InvalidConfig);
+    CHECK(st.message().find("GRADCOMP_COMMS") != std::string::npos);
+  }
+}
+
+TEST_CASE("verdicts: eligible dtypes, ops and sizes only", "[nccl][policy]") {
+  Policy p = densePolicy();
+  int rule = 0;
+  auto v = [&](size_t count, int dt, int op) { return decide(p, comm(0, 4), CallShape{count, dt, op}, &rule); };
+  CHECK(v(1 << 18, ncclFloat32, ncclSum) == Verdict::Compress);   // exactly 1 MiB
+  CHECK(v((1 << 18) - 1, ncclFloat32, ncclSum) == Verdict::SmallBuffer);
+  CHECK(v(1 << 19, ncclFloat16, ncclAvg) == Verdict::Compress);
+  CHECK(v(1 << 19, ncclBfloat16, ncclSum) == Verdict::Compress);
+  CHECK(v(1 << 20, ncclFloat64, ncclSum) == Verdict::Dtype);
+  CHECK(v(1 << 20, ncclInt32, ncclSum) == Verdict::Dtype);
+  CHECK(v(1 << 20, ncclFloat8e4m3, ncclSum) == Verdict::Dtype);
+  CHECK(v(1 << 20, ncclFloat32, ncclMax) == Verdict::Op);
+  CHECK(v(1 << 20, ncclFloat32, 5) == Verdict::Op);  // PreMulSum / user op
+  CommIdentity single = comm(0, 2);
+  single.singleProcess = true;
+  CHECK(decide(p, single, CallShape{1 << 20, ncclFloat32, ncclSum}, &rule) == Verdict::CommNotSelected);
+  p.algo = "off";
+  CHECK(v(1 << 20, ncclFloat32, ncclSum) == Verdict::Off);
+}
+
+TEST_CASE("rules: first match by communicator and size range", "[nccl][policy]") {
+  Policy p = densePolicy();
+  Rule big;
+  big.minBytes = 64 << 20;
+  big.algo = "off";
+  Rule named;
+  REQUIRE(parseCommSelectors("name:dp", "r", &named.comms).ok());
+  named.algo = "dense";
+  p.rules = {big, named};
+  int rule = -2;
+  CHECK(decide(p, comm(0, 4), CallShape{32 << 20, ncclFloat32, ncclSum}, &rule) == Verdict::Off);
+  CHECK(rule == 0);
+  CHECK(decide(p, comm(0, 4, "dp"), CallShape{1 << 20, ncclFloat32, ncclSum}, &rule) == Verdict::Compress);
+  CHECK(rule == 1);
+  CHECK(decide(p, comm(0, 4), CallShape{1 << 20, ncclFloat32, ncclSum}, &rule) == Verdict::Compress);
+  CHECK(rule == -1);
+}
+
+TEST_CASE("config file: keys, rules and errors that name the place", "[nccl][policy]") {
+  ConfigFile f;
+  REQUIRE(parseConfigText("algo = \"dense\"\nmin_bytes = 4194304\n[params]\nDENSITY = 0.05\n"
+                          "[[rule]]\ncomms = \"size:8\"\nmax_bytes = \"1G\"\nparams = { DENSITY = 0.001 }\n",
+                          "admin.toml", &f).ok());
+  CHECK(f.algo.value_or("") == "dense");
+  CHECK(f.minBytes.value_or("") == "4194304");
+  CHECK(f.params.at("DENSITY") == "0.05");
+  REQUIRE(f.rules.size() == 1);
+  CHECK(f.rules[0].comms.value_or("") == "size:8");
+  CHECK(f.rules[0].params.at("DENSITY") == "0.001");
+  Status bad = parseConfigText("algo = \"dense\"\nmin_byte = 3\n", "admin.toml", &f);
+  CHECK(bad.code() == Err::InvalidConfig);
+  CHECK(bad.message().find("min_byte") != std::string::npos);
+  CHECK(bad.message().find("admin.toml:2") != std::string::npos);
+  Status syntax = parseConfigText("algo = \n", "admin.toml", &f);
+  CHECK(syntax.code() == Err::InvalidConfig);
+  CHECK(syntax.message().find("admin.toml:1") != std::string::npos);
+}
+
+TEST_CASE("cross-rank comparison names the first differing key", "[nccl][policy]") {
+  std::string a = "GRADCOMP_ALGO=dense\nGRADCOMP_MIN_BYTES=1048576\n";
+  std::string b = "GRADCOMP_ALGO=dense\nGRADCOMP_MIN_BYTES=2097152\n";
+  CHECK(firstDifference({a, a, a}).empty());
+  std::string d = firstDifference({a, a, b});
+  CHECK(d.find("GRADCOMP_MIN_BYTES") != std::string::npos);
+  CHECK(d.find("rank 2") != std::string::npos);
+  CHECK(d.find("1048576") != std::string::npos);
+  Policy p = densePolicy();
+  std::string t = effectiveConfigText(p, comm(0, 4), true);
+  CHECK(t.find("communicator.selected=1") != std::string::npos);
+  CHECK(t != effectiveConfigText(p, comm(0, 4), false));
+}

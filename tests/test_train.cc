@@ -1,0 +1,189 @@
+// gradcomp-train end to end: the executable on real ranks (--ranks 2) over a
+// subset of Fashion-MNIST, checked through its -J output; and its handling of
+// bad flags and a missing dataset.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// <build>/tools/gradcomp-train/gradcomp-train, found from GRADCOMP_BINARY_DIR
+// or, failing that, from this test's own path (<build>/tests/test_train).
+std::string trainBinary() {
+  if (const char* dir = std::getenv("GRADCOMP_BINARY_DIR"))
+    return std::string(dir) + "/tools/gradcomp-train/gradcomp-train";
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  std::string build(self, static_cast<size_t>(n));
+  build = build.substr(0, build.rfind('/'));  // <build>/tests
+  build = build.substr(0, build.rfind('/'));  // <build>
+  return build + "/tools/gradcomp-train/gradcomp-train";
+}
+
+struct Result {
+  int exitCode = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs gradcomp-train with `args` under timeout(1), so a hang fails the test.
+// CTest's GRADCOMP_SOURCE_DIR/BINARY_DIR are not registry parameters (the tool
+// would warn about them), so the child does not inherit them.
+Result runTrain(const std::string& args, int timeoutS = 120) {
+  const std::string cmd = "env -u GRADCOMP_SOURCE_DIR -u GRADCOMP_BINARY_DIR timeout -k 5 " +
+                          std::to_string(timeoutS) + " " + trainBinary() + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// The -J file: one object per line with the documented fields.
+std::vector<std::map<std::string, double>> readEpochs(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::vector<std::map<std::string, double>> epochs;
+  const std::regex field("\"([a-z_]+)\": ([-+0-9.eE]+)");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("{") == std::string::npos) continue;
+    std::map<std::string, double> e;
+    for (std::sregex_iterator it(line.begin(), line.end(), field), end; it != end; ++it)
+      e[(*it)[1]] = std::stod((*it)[2]);
+    for (const char* key : {"epoch", "train_loss", "test_acc", "wall_s", "comm_s", "wire_bytes"})
+      REQUIRE(e.count(key) == 1);
+    epochs.push_back(e);
+  }
+  return epochs;
+}
+
+std::string tempJson(const char* tag) {
+  return "/tmp/gc_train_" + std::string(tag) + "_" + std::to_string(getpid()) + ".json";
+}
+
+}  // namespace
+
+TEST_CASE("gradcomp-train: 2 ranks on a subset learn (dense, gradient allreduce)", "[train][mp]") {
+  // 4000 images / 2 ranks / batch 32 = 62 steps per epoch, 248 steps in all,
+  // with 0.5 MiB buckets so the MLP's gradients travel in several buckets.
+  const std::string json = tempJson("dense");
+  const Result r = runTrain("--ranks 2 --algo dense --train-limit 4000 --test-limit 2000 "
+                            "--epochs 4 --bucket-mb 0.5 -J " + json);
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  const auto epochs = readEpochs(json);
+  std::remove(json.c_str());
+  REQUIRE(epochs.size() == 4);
+  for (size_t i = 0; i < epochs.size(); ++i) {
+    CHECK(epochs[i].at("epoch") == i + 1);
+    CHECK(epochs[i].at("wall_s") > 0);
+    CHECK(epochs[i].at("comm_s") >= 0);
+    CHECK(epochs[i].at("comm_s") <= epochs[i].at("wall_s"));
+    // Dense ring/recursive doubling sends at least n(P-1)/P floats per call:
+    // 62 steps x 535,818 floats x 4 bytes / 2.
+    CHECK(epochs[i].at("wire_bytes") >= 62.0 * 535818 * 4 / 2);
+  }
+  CHECK(epochs.back().at("train_loss") < 0.75 * epochs.front().at("train_loss"));
+  CHECK(epochs.back().at("test_acc") > 0.60);  // chance is 0.10
+  CHECK(r.output.find("test_acc") != std::string::npos);  // rank 0's table
+}
+
+TEST_CASE("gradcomp-train: model averaging and stragglers", "[train][mp]") {
+  // 2000 images / 2 ranks / batch 32 = 31 steps per epoch. Every step one of
+  // the two ranks (the same choice on both) sleeps 20 ms before communicating.
+  const std::string gradsJson = tempJson("straggle"), avgJson = tempJson("avg");
+  const std::string common = "--ranks 2 --straggle 1:20 --train-limit 2000 --test-limit 2000 ";
+
+  // Gradient allreduce every step: every step lasts at least the 20 ms sleep
+  // (31 x 20 ms = 0.62 s; without stragglers this epoch takes ~0.3 s), and the
+  // punctual rank waits that sleep out inside the allreduce, adding about
+  // 31 x 20 / 2 = 0.31 s to the mean comm time.
+  Result r = runTrain(common + "--epochs 1 -J " + gradsJson);
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  const auto grads = readEpochs(gradsJson);
+  std::remove(gradsJson.c_str());
+  REQUIRE(grads.size() == 1);
+  CHECK(grads[0].at("wall_s") > 31 * 0.020);
+  CHECK(grads[0].at("comm_s") > 0.25);
+
+  // Weights averaged every 2 steps: 15 averages per epoch instead of 31 calls,
+  // and each 2-step window lasts at least as long as one 20 ms sleep.
+  r = runTrain(common + "--epochs 2 --average weights --period 2 -J " + avgJson);
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  const auto avg = readEpochs(avgJson);
+  std::remove(avgJson.c_str());
+  REQUIRE(avg.size() == 2);
+  CHECK(avg[0].at("wire_bytes") > 0.4 * grads[0].at("wire_bytes"));
+  CHECK(avg[0].at("wire_bytes") < 0.6 * grads[0].at("wire_bytes"));
+  CHECK(avg[0].at("wall_s") > 15 * 0.020);
+  CHECK(avg.back().at("train_loss") < avg.front().at("train_loss"));
+  CHECK(avg.back().at("test_acc") > 0.55);  // chance is 0.10
+}
+
+TEST_CASE("gradcomp-train: the same --seed repeats a run exactly", "[train][mp]") {
+  // Same initial weights, shuffles and straggler draws, and dense allreduce
+  // sums in a fixed order: loss and accuracy must match to the printed digit.
+  std::vector<std::map<std::string, double>> runs[2];
+  for (auto& run : runs) {
+    const std::string json = tempJson("seed");
+    const Result r = runTrain("--ranks 2 --seed 7 --train-limit 1000 --test-limit 1000 "
+                              "--epochs 1 --straggle 1:1 -J " + json);
+    INFO(r.output);
+    REQUIRE(r.exitCode == 0);
+    run = readEpochs(json);
+    std::remove(json.c_str());
+    REQUIRE(run.size() == 1);
+  }
+  CHECK(runs[0][0].at("train_loss") == runs[1][0].at("train_loss"));
+  CHECK(runs[0][0].at("test_acc") == runs[1][0].at("test_acc"));
+  CHECK(runs[0][0].at("wire_bytes") == runs[1][0].at("wire_bytes"));
+}
+
+TEST_CASE("gradcomp-train: bad flags exit 2 naming the flag", "[train]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--epochs 0", "--epochs"},
+      {"--batch abc", "--batch"},
+      {"--lr -1", "--lr"},
+      {"--model resnet", "--model"},
+      {"--average both", "--average"},
+      {"--period 4", "--average weights"},
+      {"--straggle 3", "N:MS"},
+      {"--algo nosuch", "dense"},
+      {"--no-such-flag 1", "--no-such-flag"},
+      {"--density 0.01", "--density"},  // dense has no density parameter
+      {"--algo topka --density 7", "--density"},
+      {"--param NOPE=1", "NOPE"},
+      {"--epochs", "needs a value"},
+      {"stray", "stray"},
+  };
+  for (const auto& [args, mention] : cases) {
+    const Result r = runTrain(args, 30);
+    INFO(args << " -> " << r.output);
+    CHECK(r.exitCode == 2);
+    CHECK(r.output.find(mention) != std::string::npos);
+  }
+}
+
+TEST_CASE("gradcomp-train: a missing dataset names the Debian package", "[train]") {
+  const Result r = runTrain("--data-dir /nonexistent/fashion", 30);
+  INFO(r.output);
+  CHECK(r.exitCode == 1);
+  CHECK(r.output.find("dataset-fashion-mnist") != std::string::npos);
+  CHECK(r.output.find("/nonexistent/fashion/train-images-idx3-ubyte.gz") != std::string::npos);
+}

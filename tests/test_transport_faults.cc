@@ -1,0 +1,155 @@
+// Faults between real processes: a rank SIGKILLed in the middle of a large
+// transfer, or SIGSTOPped, must make the others fail with an error naming it
+// (RemoteError or Timeout) within GRADCOMP_TIMEOUT_S plus a margin, never hang.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "support/multiproc.h"
+#include "transport/bootstrap.h"
+#include "transport/ucx_transport.h"
+
+using namespace gradcomp;
+using namespace gradcomp::transport;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+constexpr double kTimeoutS = 3.0;
+// Large enough for the rendezvous protocol and a transfer that takes a while;
+// this VM's first touch of fresh pages is slow (~60 MB/s), so not larger.
+constexpr size_t kBig = size_t(64) << 20;
+
+const Env kShm = {{"UCX_TLS", "sm,self"}, {"GRADCOMP_UCX_ERR_MODE", "NONE"},
+                  {"GRADCOMP_TIMEOUT_S", "3"}};
+const Env kTcp = {{"UCX_TLS", "tcp,self"}, {"GRADCOMP_TIMEOUT_S", "3"}};
+
+struct Connected {
+  std::unique_ptr<AddressExchange> ex;
+  std::unique_ptr<Transport> t;
+  std::vector<pid_t> pids;  // every rank's pid, from the bootstrap
+};
+
+int connect(int rank, Connected* c) {
+  LaunchInfo info;
+  Status s = launchInfoFromEnvironment(&info);
+  if (s.ok()) s = createUcxBootstrap(info, &c->ex);
+  std::vector<std::string> all;
+  if (s.ok()) s = c->ex->allgather(std::to_string(getpid()), &all);
+  if (s.ok()) s = createUcxTransport(*c->ex, UcxOptions{}, &c->t);
+  if (!s.ok()) {
+    fprintf(stderr, "rank %d: setup: %s\n", rank, s.toString().c_str());
+    return 1;
+  }
+  for (const std::string& p : all) c->pids.push_back(static_cast<pid_t>(std::stol(p)));
+  return 0;
+}
+
+// Checks a survivor's error: RemoteError or Timeout, naming `peer`, reported
+// within the timeout plus a margin; later calls keep failing with it.
+int checkFailure(int rank, Transport& t, const Status& s, int peer, double waitedS) {
+  fprintf(stderr, "rank %d: after %.2f s: %s\n", rank, waitedS, s.toString().c_str());
+  if (s.code() != Err::RemoteError && s.code() != Err::Timeout) return 10;
+  if (s.message().find("peer " + std::to_string(peer)) == std::string::npos) return 11;
+  if (waitedS > kTimeoutS + 5.0) return 12;
+  Handle h = 0;
+  char byte = 0;
+  Status again = t.isend(rank == 0 ? 1 : 0, 1, &byte, 1, &h);
+  if (again.ok() || again.message() != s.message()) return 13;
+  return 0;
+}
+
+// Rank 2 first completes a 64 MiB transfer to rank 0, then starts 64 MiB
+// sends to ranks 0 and 1 and SIGKILLs itself mid-transfer.
+int killedMidTransfer(int rank) {
+  Connected c;
+  if (int rc = connect(rank, &c)) return rc;
+  Transport& t = *c.t;
+  std::vector<uint8_t> buf(kBig, static_cast<uint8_t>(rank + 1));
+  if (rank == 2) {
+    Handle h = 0;
+    if (!t.isend(0, 1, buf.data(), kBig, &h).ok() || !t.wait(h).ok()) return 2;
+    // Start both sends, push part of the data out, then die with the
+    // transfers in flight. (Rank 1 may already have timed out waiting: then
+    // these calls fail, and rank 2 dies all the same.)
+    Handle hs[2] = {0, 0};
+    if (t.isend(0, 2, buf.data(), kBig, &hs[0]).ok() && t.isend(1, 2, buf.data(), kBig, &hs[1]).ok()) {
+      bool done = false;
+      for (int i = 0; i < 50 && !done; ++i) (void)t.test(hs[0], &done, nullptr);
+    }
+    raise(SIGKILL);
+  }
+  if (rank == 0) {
+    Handle h = 0;
+    size_t len = 0;
+    Status s = t.irecv(2, 1, buf.data(), kBig, &h);
+    if (s.ok()) s = t.wait(h, &len);
+    if (!s.ok() || len != kBig || buf[0] != 3 || buf[kBig - 1] != 3) {
+      fprintf(stderr, "rank 0: the first transfer failed: %s\n", s.toString().c_str());
+      return 4;
+    }
+  }
+  Handle h = 0;
+  Status s = t.irecv(2, 2, buf.data(), kBig, &h);
+  auto t0 = std::chrono::steady_clock::now();
+  if (s.ok()) s = t.wait(h);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (s.ok()) return 5;
+  return checkFailure(rank, t, s, 2, waited);
+}
+
+// Rank 2 stops; the others time out naming it, then rank 0 kills it (cleanup,
+// so the test need not wait for runRanks' deadline).
+int stoppedRank(int rank) {
+  Connected c;
+  if (int rc = connect(rank, &c)) return rc;
+  Transport& t = *c.t;
+  if (rank == 2) {
+    raise(SIGSTOP);
+    return 20;  // never reached: rank 0 kills this process
+  }
+  std::vector<uint8_t> buf(1 << 20);
+  Handle h[2];
+  Status s = t.irecv(2, 3, buf.data(), buf.size(), &h[0]);
+  // Ranks 0 and 1 also exchange with each other: that works, it is rank 2 that is silent.
+  char mine = static_cast<char>(rank), theirs = -1;
+  Status pair = t.sendRecv(1 - rank, &mine, 1, 1 - rank, &theirs, 1, 4);
+  if (!pair.ok() || theirs != 1 - rank) return 21;
+  auto t0 = std::chrono::steady_clock::now();
+  if (s.ok()) s = t.wait(h[0]);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int rc = s.ok() ? 22 : checkFailure(rank, t, s, 2, waited);
+  if (rc == 0 && s.code() != Err::Timeout) return 23;  // a stopped process is alive: no reset
+  if (rank == 0) kill(c.pids[2], SIGKILL);
+  return rc;
+}
+
+void expectKilledRank2(const std::vector<test::RankExit>& exits) {
+  REQUIRE(exits.size() == 3);
+  CHECK(exits[0].exitCode == 0);
+  CHECK(exits[1].exitCode == 0);
+  CHECK(exits[2].signal == SIGKILL);
+  for (const auto& e : exits) CHECK_FALSE(e.killedAtDeadline);
+}
+
+}  // namespace
+
+TEST_CASE("faults tcp: a rank SIGKILLed mid-transfer is named by the others", "[faults][mp]") {
+  expectKilledRank2(test::runRanks(3, killedMidTransfer, kTcp, 60));
+}
+
+TEST_CASE("faults shm: a rank SIGKILLed mid-transfer is named by the others", "[faults][mp]") {
+  expectKilledRank2(test::runRanks(3, killedMidTransfer, kShm, 60));
+}
+
+TEST_CASE("faults tcp: a SIGSTOPped rank times out naming it", "[faults][mp]") {
+  expectKilledRank2(test::runRanks(3, stoppedRank, kTcp, 60));
+}
+
+TEST_CASE("faults shm: a SIGSTOPped rank times out naming it", "[faults][mp]") {
+  expectKilledRank2(test::runRanks(3, stoppedRank, kShm, 60));
+}

@@ -1,0 +1,45 @@
+// Checking one rank's allreduce output.
+//
+// Scheme (sound for stateful algorithms): with -c 1 every call of a size's
+// sequence is checked, warm-up and timed calls alike, right after it returns
+// (outside the timed region). Inputs are pure functions f(seed, rank, index,
+// call), so every rank regenerates all ranks' inputs of the call. One
+// Reference object per sequence sees every call in the order the algorithm
+// saw them, so its central state (residuals, thresholds) evolves exactly like
+// the algorithm's. Each rank compares its own output with the reference
+// (#wrong, summed over ranks by the caller) and with the exact sum (relerr).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "common/status.h"
+
+namespace gradcomp::bench {
+
+struct CallCheck {
+  uint64_t wrong = 0;     // elements outside the reference's tolerance
+  double relErr = 0;      // ||out - exact|| / ||exact|| (0 when both are 0)
+};
+
+class Checker {
+ public:
+  // `info.reference` may be empty: then only relerr is computed.
+  Checker(const algo::AlgorithmInfo& info, int nranks);
+
+  bool hasReference() const { return reference_ != nullptr; }
+
+  // inputs[r]: rank r's input of this call (args.dtype, args.count elements);
+  // out: this rank's result. Feeds the reference (one call of the sequence).
+  Status checkCall(const std::vector<const void*>& inputs, const algo::AllreduceArgs& args,
+                   const void* out, CallCheck* result);
+
+ private:
+  int nranks_;
+  std::unique_ptr<algo::Reference> reference_;
+  std::vector<double> expected_, tolerance_;
+};
+
+}  // namespace gradcomp::bench

@@ -1,0 +1,256 @@
+#include "tools/gradcomp-bench/options.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+#include "algorithms/algorithm.h"
+#include "common/param.h"
+
+namespace gradcomp::bench {
+namespace {
+
+constexpr int kMaxRanks = 256;
+
+// One flag occurrence as typed: `spelled` is what the user wrote ("-b",
+// "--minbytes"), `name` the normalized long name ("minbytes").
+struct RawFlag {
+  std::string spelled;
+  std::string name;
+  std::string value;
+};
+
+// nccl-tests spells long flags with underscores (--warmup_iters), registry
+// flags use dashes (--dense-rd-max-bytes); either spelling is accepted.
+std::string normalize(std::string name) {
+  for (char& c : name) c = c == '_' ? '-' : char(tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+const char* longForShort(char c) {
+  switch (c) {
+    case 'b': return "minbytes";
+    case 'e': return "maxbytes";
+    case 'f': return "stepfactor";
+    case 'n': return "iters";
+    case 'w': return "warmup-iters";
+    case 'c': return "check";
+    case 'd': return "datatype";
+    case 'o': return "op";
+    case 'J': return "json";
+  }
+  return nullptr;
+}
+
+Status bad(const RawFlag& f, const char* accepted) {
+  return makeStatus(Err::InvalidArgument, "%s='%s' is invalid: expected %s", f.spelled.c_str(),
+                    f.value.c_str(), accepted);
+}
+
+Status parseInt(const RawFlag& f, int64_t lo, int64_t hi, int64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = strtoll(f.value.c_str(), &end, 10);
+  if (f.value.empty() || errno || *end || v < lo || v > hi)
+    return makeStatus(Err::InvalidArgument, "%s='%s' is invalid: expected an integer in %lld..%lld",
+                      f.spelled.c_str(), f.value.c_str(), static_cast<long long>(lo),
+                      static_cast<long long>(hi));
+  *out = v;
+  return Status::Ok();
+}
+
+// Splits argv into flag occurrences; `rankArgs` receives everything except
+// --ranks and its value.
+Status scan(int argc, char** argv, std::vector<RawFlag>* flags, Options* out) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      out->help = true;
+      continue;
+    }
+    RawFlag f;
+    bool inlineValue = false;
+    if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
+      const size_t eq = arg.find('=');
+      f.spelled = arg.substr(0, eq);
+      f.name = normalize(f.spelled.substr(2));
+      if (eq != std::string::npos) f.value = arg.substr(eq + 1), inlineValue = true;
+    } else if (arg.size() >= 2 && arg[0] == '-') {
+      f.spelled = arg.substr(0, 2);
+      const char* name = longForShort(arg[1]);
+      if (!name)
+        return makeStatus(Err::InvalidArgument, "unknown flag %s (see gradcomp-bench --help)",
+                          f.spelled.c_str());
+      f.name = name;
+      if (arg.size() > 2) f.value = arg.substr(2), inlineValue = true;  // -b1M
+    } else {
+      return makeStatus(Err::InvalidArgument,
+                        "unexpected argument '%s': flags take the form -b 1M or --minbytes=1M",
+                        arg.c_str());
+    }
+    const int first = i;
+    if (!inlineValue) {
+      if (i + 1 >= argc)
+        return makeStatus(Err::InvalidArgument, "%s needs a value (see gradcomp-bench --help)",
+                          f.spelled.c_str());
+      f.value = argv[++i];
+    }
+    if (f.name != "ranks")
+      for (int j = first; j <= i; ++j) out->rankArgs.push_back(argv[j]);
+    flags->push_back(f);
+  }
+  return Status::Ok();
+}
+
+// --param NAME=VALUE (NAME with or without the GRADCOMP_ prefix).
+Status applyParam(const RawFlag& f, Options* out) {
+  const size_t eq = f.value.find('=');
+  if (eq == std::string::npos || eq == 0) return bad(f, "NAME=VALUE, e.g. --param DENSITY=0.01");
+  std::string name = f.value.substr(0, eq);
+  for (char& c : name) c = char(toupper(static_cast<unsigned char>(c)));
+  if (name.rfind("GRADCOMP_", 0) == 0) name = name.substr(9);
+  const param::Spec* spec = param::find(name);
+  if (!spec)
+    return makeStatus(Err::InvalidArgument,
+                      "%s: unknown parameter '%s' (gradcomp-params --list shows them all)",
+                      f.spelled.c_str(), f.value.substr(0, eq).c_str());
+  param::Value v;
+  GC_CHECK(param::parse(*spec, f.value.substr(eq + 1), f.spelled + " GRADCOMP_" + name, &v));
+  out->params.emplace_back(name, f.value.substr(eq + 1));
+  return Status::Ok();
+}
+
+// A flag that is not one of the bench's own: a parameter of the chosen algorithm.
+Status applyAlgorithmParam(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
+  std::string theirs;
+  for (param::Id id : info.params) {
+    const param::Spec& spec = param::spec(id);
+    const std::string flag = paramFlag(spec.name);
+    if (normalize(flag.substr(2)) == f.name) {
+      param::Value v;
+      GC_CHECK(param::parse(spec, f.value, f.spelled, &v));
+      out->params.emplace_back(spec.name, f.value);
+      return Status::Ok();
+    }
+    theirs += (theirs.empty() ? "" : ", ") + flag;
+  }
+  for (const param::Spec* spec : param::all())
+    if (normalize(spec->name) == f.name)
+      return makeStatus(Err::InvalidArgument,
+                        "%s is not a parameter of --algo %s (its parameters: %s); use --param "
+                        "%s=VALUE to set it anyway",
+                        f.spelled.c_str(), info.name.c_str(),
+                        theirs.empty() ? "none" : theirs.c_str(), spec->name);
+  return makeStatus(Err::InvalidArgument, "unknown flag %s (see gradcomp-bench --help)",
+                    f.spelled.c_str());
+}
+
+Status apply(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
+  int64_t v = 0;
+  const std::string& n = f.name;
+  if (n == "minbytes") return param::parseSize(f.value, f.spelled, &out->minBytes);
+  if (n == "maxbytes") return param::parseSize(f.value, f.spelled, &out->maxBytes);
+  if (n == "stepfactor") {
+    GC_CHECK(parseInt(f, 2, 1024, &v));
+    out->stepFactor = uint64_t(v);
+  } else if (n == "iters") {
+    GC_CHECK(parseInt(f, 1, 1000000, &v));
+    out->iters = int(v);
+  } else if (n == "warmup-iters") {
+    GC_CHECK(parseInt(f, 0, 1000000, &v));
+    out->warmupIters = int(v);
+  } else if (n == "check") {
+    if (f.value != "0" && f.value != "1") return bad(f, "0 or 1");
+    out->check = f.value == "1";
+  } else if (n == "datatype") {
+    // The inputs and checks are floating point: integer dtypes are refused.
+    if (!parseDtype(f.value, f.spelled, &out->dtype).ok() || !isFloating(out->dtype))
+      return bad(f, "one of float, half, bfloat16, double");
+  } else if (n == "op") {
+    return parseRedOp(f.value, f.spelled, &out->op);
+  } else if (n == "algo") {
+    return Status::Ok();  // applied before the other flags
+  } else if (n == "ranks") {
+    GC_CHECK(parseInt(f, 1, kMaxRanks, &v));
+    out->ranks = int(v);
+  } else if (n == "input") {
+    return parseInput(f.value, f.spelled, &out->input);
+  } else if (n == "seed") {
+    char* end = nullptr;
+    errno = 0;
+    out->seed = strtoull(f.value.c_str(), &end, 10);
+    if (f.value.empty() || !isdigit(static_cast<unsigned char>(f.value[0])) || errno || *end)
+      return bad(f, "an unsigned 64-bit integer");
+  } else if (n == "json") {
+    if (f.value.empty()) return bad(f, "a file path");
+    out->jsonPath = f.value;
+  } else if (n == "param") {
+    return applyParam(f, out);
+  } else {
+    return applyAlgorithmParam(f, info, out);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string paramFlag(const char* paramName) { return "--" + normalize(paramName); }
+
+Status parseOptions(int argc, char** argv, Options* out) {
+  std::vector<RawFlag> flags;
+  GC_CHECK(scan(argc, argv, &flags, out));
+  if (out->help) return Status::Ok();
+  // The algorithm decides which parameter flags exist, wherever --algo appears.
+  for (const RawFlag& f : flags)
+    if (f.name == "algo") out->algo = f.value;
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(out->algo);
+  GC_REQUIRE(info, Err::InvalidArgument, "unknown --algo '%s': expected one of %s",
+             out->algo.c_str(), algo::algorithmNames().c_str());
+  for (const RawFlag& f : flags) GC_CHECK(apply(f, *info, out));
+  GC_REQUIRE(out->minBytes <= out->maxBytes, Err::InvalidArgument,
+             "-b/--minbytes (%llu) must not exceed -e/--maxbytes (%llu)",
+             static_cast<unsigned long long>(out->minBytes),
+             static_cast<unsigned long long>(out->maxBytes));
+  return Status::Ok();
+}
+
+std::vector<uint64_t> benchSizes(const Options& o) {
+  const uint64_t elem = dtypeSize(o.dtype);
+  std::vector<uint64_t> sizes;
+  for (uint64_t size = o.minBytes; size <= o.maxBytes;) {
+    const uint64_t rounded = size - size % elem;
+    if (sizes.empty() || sizes.back() != rounded) sizes.push_back(rounded);
+    const uint64_t next = size == 0 ? elem : size * o.stepFactor;
+    if (next <= size || next / o.stepFactor != size) break;  // overflow
+    size = next;
+  }
+  return sizes;
+}
+
+std::string usage() {
+  std::string params;
+  for (const algo::AlgorithmInfo* info : algo::listAlgorithms()) {
+    std::string flags;
+    for (param::Id id : info->params) flags += " " + paramFlag(param::spec(id).name) + " V";
+    params += "    " + info->name + ":" + (flags.empty() ? " (none)" : flags) + "\n";
+  }
+  return "usage: gradcomp-bench [flags]  (allreduce benchmark, flags as in nccl-tests)\n"
+         "  -b, --minbytes SIZE     smallest size, bytes with K/M/G suffix (default 32M)\n"
+         "  -e, --maxbytes SIZE     largest size (default 32M)\n"
+         "  -f, --stepfactor N      multiply the size by N between rows (default 2)\n"
+         "  -n, --iters N           timed calls per size (default 20)\n"
+         "  -w, --warmup_iters N    untimed calls before them (default 5)\n"
+         "  -c, --check 0|1         check every call against the algorithm's reference (default 1)\n"
+         "  -d, --datatype T        float, half, bfloat16, double (default float)\n"
+         "  -o, --op OP             sum or avg (default sum)\n"
+         "  -J, --json FILE         also write the rows as a JSON array\n"
+         "      --algo NAME         " + algo::algorithmNames() + " (default dense)\n"
+         "      --param NAME=VALUE  any registry parameter for the algorithm (gradcomp-params --list)\n"
+         "      --ranks N           start N local ranks of this benchmark; without it, run as one\n"
+         "                          rank of a job launched elsewhere (GRADCOMP_RANK/NRANKS/BOOTSTRAP)\n"
+         "      --input NAME        gradient (default), uniform, integer, onehot, ones\n"
+         "      --seed N            input generator seed (default 1)\n"
+         "  Algorithm parameters (registry variables as flags):\n" + params;
+}
+
+}  // namespace gradcomp::bench

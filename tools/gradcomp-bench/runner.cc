@@ -1,0 +1,217 @@
+#include "tools/gradcomp-bench/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "common/log.h"
+#include "gradcomp/gradcomp.h"
+#include "tools/gradcomp-bench/check.h"
+#include "tools/gradcomp-bench/inputs.h"
+#include "tools/gradcomp-bench/report.h"
+
+namespace gradcomp::bench {
+namespace {
+
+// Public API results back to the internal Status, keeping the API's message.
+Status api(gcResult_t r) {
+  if (r == gcSuccess) return Status::Ok();
+  Err code = Err::Internal;
+  switch (r) {
+    case gcInvalidArgument: code = Err::InvalidArgument; break;
+    case gcInvalidConfig: code = Err::InvalidConfig; break;
+    case gcSystemError: code = Err::SystemError; break;
+    case gcRemoteError: code = Err::RemoteError; break;
+    case gcTimeout: code = Err::Timeout; break;
+    case gcUnsupported: code = Err::Unsupported; break;
+    default: break;
+  }
+  return Status(code, gcLastError());
+}
+
+struct Comm {
+  gcComm_t c = nullptr;
+  ~Comm() {
+    if (c) (void)gcCommDestroy(c);
+  }
+};
+
+struct Config {
+  gcAlgoConfig_t c = nullptr;
+  Config() = default;
+  Config(const Config&) = delete;
+  Config& operator=(const Config&) = delete;
+  ~Config() {
+    if (c) gcAlgoConfigDestroy(c);
+  }
+};
+
+Status makeConfig(const std::string& algo, const Options::Params* params, Config* out) {
+  GC_CHECK(api(gcAlgoConfigCreate(algo.c_str(), &out->c)));
+  if (params)
+    for (const auto& [name, value] : *params)
+      GC_CHECK(api(gcAlgoConfigSet(out->c, name.c_str(), value.c_str())));
+  return Status::Ok();
+}
+
+// gcDataType_t / gcRedOp_t values equal DataType / RedOp (both mirror NCCL).
+gcDataType_t gcType(DataType t) { return static_cast<gcDataType_t>(t); }
+gcRedOp_t gcOp(RedOp op) { return static_cast<gcRedOp_t>(op); }
+
+// bufferKeys: each size is its own logical tensor (error-feedback residuals
+// and per-tensor state start empty); the barrier and statistics use fixed keys.
+constexpr uint64_t kBarrierKey = 1ull << 62;
+constexpr uint64_t kStatsKey = kBarrierKey + 1;
+uint64_t sizeKey(size_t sizeIndex) { return sizeIndex + 1; }
+
+struct Job {
+  const Options& o;
+  gcComm_t comm;
+  int rank, nranks;
+  gcAlgoConfig_t dense;  // barrier and statistics
+  InputSpec inputs;
+  const algo::AlgorithmInfo& info;
+};
+
+// Per-rank figures for one size.
+struct Local {
+  double timeUs = 0, wire = 0, relErr = 0;
+  uint64_t wrong = 0;
+};
+
+// One size: w warm-up then n timed calls on a fresh algorithm config. With
+// -c 1 every call (warm-up included) is checked after it returns: all ranks'
+// inputs of the call are regenerated and the Reference sees the calls in
+// order. The check work sits between calls, outside the timed region, and
+// the barrier before each timed call realigns the ranks after it.
+Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
+  const Options& o = job.o;
+  const size_t bytes = count * dtypeSize(o.dtype);
+  // Inputs of the current call: every rank's with -c 1, else only this rank's
+  // (freed when the size is done).
+  const int held = o.check ? job.nranks : 1;
+  std::vector<std::vector<char>> inputs(held, std::vector<char>(bytes));
+  std::vector<const void*> ptrs;
+  for (const auto& buf : inputs) ptrs.push_back(buf.data());
+  char* send = inputs[o.check ? job.rank : 0].data();
+  std::vector<char> recv(bytes);
+  Config cfg;
+  GC_CHECK(makeConfig(o.algo, &o.params, &cfg));
+  std::unique_ptr<Checker> checker;
+  if (o.check) checker = std::make_unique<Checker>(job.info, job.nranks);
+  algo::AllreduceArgs args;
+  args.sendBuf = send;
+  args.recvBuf = recv.data();
+  args.count = count;
+  args.dtype = o.dtype;
+  args.op = o.op;
+  args.bufferKey = sizeKey(sizeIndex);
+
+  double totalUs = 0, totalWire = 0;
+  for (int c = 0; c < o.warmupIters + o.iters; ++c) {
+    if (o.check) {
+      for (int r = 0; r < job.nranks; ++r)
+        GC_CHECK(fillInput(job.inputs, r, uint64_t(c), o.dtype, inputs[r].data(), count));
+    } else {
+      GC_CHECK(fillInput(job.inputs, job.rank, uint64_t(c), o.dtype, send, count));
+    }
+    const bool timed = c >= o.warmupIters;
+    if (timed) {
+      double token = 0;
+      GC_CHECK(api(gcAllreduce(&token, &token, 1, gcFloat64, gcSum, job.dense, kBarrierKey,
+                               job.comm)));
+      GC_CHECK(api(gcCommResetTraffic(job.comm)));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    GC_CHECK(api(gcAllreduce(send, recv.data(), count, gcType(o.dtype), gcOp(o.op), cfg.c,
+                             args.bufferKey, job.comm)));
+    const auto t1 = std::chrono::steady_clock::now();
+    if (timed) {
+      gcTraffic_t traffic{};
+      GC_CHECK(api(gcCommGetTraffic(job.comm, &traffic)));
+      totalUs += std::chrono::duration<double, std::micro>(t1 - t0).count();
+      totalWire += double(traffic.bytesSent);
+    }
+    if (checker) {
+      CallCheck result;
+      GC_CHECK(checker->checkCall(ptrs, args, recv.data(), &result));
+      local->wrong += result.wrong;
+      local->relErr = std::max(local->relErr, result.relErr);
+    }
+  }
+  local->timeUs = totalUs / o.iters;
+  local->wire = totalWire / o.iters;
+  return Status::Ok();
+}
+
+// Combines the ranks' figures: each rank fills its 4 slots, a dense sum
+// gathers them, and every rank derives the same row.
+Status gatherRow(const Job& job, const Local& local, Row* row) {
+  constexpr int kSlots = 4;
+  std::vector<double> all(size_t(job.nranks) * kSlots, 0.0);
+  double* mine = &all[size_t(job.rank) * kSlots];
+  mine[0] = local.timeUs;
+  mine[1] = local.wire;
+  mine[2] = double(local.wrong);
+  mine[3] = local.relErr;
+  GC_CHECK(api(gcAllreduce(all.data(), all.data(), all.size(), gcFloat64, gcSum, job.dense,
+                           kStatsKey, job.comm)));
+  double wrong = 0;
+  for (int r = 0; r < job.nranks; ++r) {
+    const double* s = &all[size_t(r) * kSlots];
+    row->timeUs = std::max(row->timeUs, s[0]);
+    row->wireMax = std::max(row->wireMax, s[1]);
+    row->wireMean += s[1] / job.nranks;
+    wrong += s[2];
+    row->relErr = std::max(row->relErr, s[3]);
+  }
+  row->wrong = uint64_t(wrong);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status runRank(const Options& o, uint64_t* wrongTotal) {
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(o.algo);
+  GC_REQUIRE(info, Err::InvalidArgument, "unknown --algo '%s': expected one of %s",
+             o.algo.c_str(), algo::algorithmNames().c_str());
+  Comm comm;
+  GC_CHECK(api(gcCommInitFromEnv(&comm.c)));
+  Config dense;
+  GC_CHECK(makeConfig("dense", nullptr, &dense));
+  const int rank = gcCommRank(comm.c), nranks = gcCommSize(comm.c);
+  const Job job{o, comm.c, rank, nranks, dense.c, InputSpec{o.input, o.seed, nranks}, *info};
+  if (o.check && !info->reference && rank == 0)
+    GC_WARN("algorithm %s has no reference: #wrong is N/A, relerr is still checked",
+            o.algo.c_str());
+
+  if (rank == 0) printHeader(stdout, o, nranks);
+  std::vector<Row> rows;
+  const std::vector<uint64_t> sizes = benchSizes(o);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t count = sizes[i] / dtypeSize(o.dtype);
+    Local local;
+    GC_CHECK(runSize(job, i, count, &local));
+    Row row;
+    row.sizeBytes = sizes[i];
+    row.count = count;
+    row.ranks = nranks;
+    row.ringBytes = ringWireBytes(count, dtypeSize(o.dtype), nranks);
+    row.checked = o.check;
+    row.haveWrong = o.check && info->reference;
+    GC_CHECK(gatherRow(job, local, &row));
+    rows.push_back(row);
+    if (rank == 0) printRow(stdout, o, row);
+  }
+  // Every rank has the same rows (gatherRow is collective), so all exit alike.
+  *wrongTotal = 0;
+  for (const Row& r : rows) *wrongTotal += r.haveWrong ? r.wrong : 0;
+  if (rank == 0) printFooter(stdout, rows);
+  if (rank == 0 && !o.jsonPath.empty()) GC_CHECK(writeJson(o.jsonPath, o, rows));
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::bench

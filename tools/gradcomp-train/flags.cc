@@ -1,0 +1,229 @@
+#include "tools/gradcomp-train/flags.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+#include "algorithms/algorithm.h"
+#include "common/param.h"
+
+namespace gradcomp::train {
+namespace {
+
+Status parseInt(const std::string& text, const std::string& flag, long long lo, long long hi,
+                long long* out) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  GC_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi,
+             Err::InvalidArgument, "%s '%s': expected an integer in %lld..%lld", flag.c_str(),
+             text.c_str(), lo, hi);
+  *out = v;
+  return Status::Ok();
+}
+
+template <typename T>
+Status parseIntTo(const std::string& text, const std::string& flag, long long lo, long long hi,
+                  T* out) {
+  long long v = 0;
+  GC_CHECK(parseInt(text, flag, lo, hi, &v));
+  *out = static_cast<T>(v);
+  return Status::Ok();
+}
+
+// loOpen: the lower bound itself is rejected (learning rate > 0).
+Status parseDouble(const std::string& text, const std::string& flag, double lo, double hi,
+                   bool loOpen, double* out) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool inRange = std::isfinite(v) && (loOpen ? v > lo : v >= lo) && v <= hi;
+  GC_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && inRange, Err::InvalidArgument,
+             "%s '%s': expected a number in %s%g..%g]", flag.c_str(), text.c_str(),
+             loOpen ? "(" : "[", lo, hi);
+  *out = v;
+  return Status::Ok();
+}
+
+// A registry parameter by name (any case, optional GRADCOMP_ prefix), validated.
+Status addParam(const std::string& rawName, const std::string& value, const std::string& origin,
+                Flags* f) {
+  std::string name;
+  for (char c : rawName) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (name.rfind("GRADCOMP_", 0) == 0) name = name.substr(9);
+  const param::Spec* spec = param::find(name);
+  GC_REQUIRE(spec, Err::InvalidArgument,
+             "%s: GRADCOMP_%s is not a registry parameter (gradcomp-params lists them)",
+             origin.c_str(), name.c_str());
+  param::Value parsed;
+  GC_CHECK(param::parse(*spec, value, origin, &parsed));
+  f->algoParams.emplace_back(name, value);
+  return Status::Ok();
+}
+
+using Handler = std::function<Status(const std::string& flag, const std::string& value, Flags*)>;
+
+// Trainer flags (all take a value). They win over an algorithm parameter that
+// would map to the same flag; such a parameter stays reachable via --param.
+const std::map<std::string, Handler>& trainerFlags() {
+  static const std::map<std::string, Handler> flags = {
+      {"--algo", [](auto&, auto& v, Flags* f) { f->algo = v; return Status::Ok(); }},
+      {"--model",
+       [](auto& flag, auto& v, Flags* f) {
+         GC_REQUIRE(v == "mlp" || v == "cnn", Err::InvalidArgument,
+                    "%s '%s': accepted: mlp, cnn", flag.c_str(), v.c_str());
+         f->train.model = v;
+         return Status::Ok();
+       }},
+      {"--epochs", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 1, 100000, &f->train.epochs); }},
+      {"--batch", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 1, 65536, &f->train.batch); }},
+      {"--lr", [](auto& flag, auto& v, Flags* f) { return parseDouble(v, flag, 0, 100, true, &f->train.lr); }},
+      {"--momentum", [](auto& flag, auto& v, Flags* f) { return parseDouble(v, flag, 0, 0.999, false, &f->train.momentum); }},
+      {"--bucket-mb", [](auto& flag, auto& v, Flags* f) { return parseDouble(v, flag, 0, 4096, true, &f->train.bucketMb); }},
+      {"--average",
+       [](auto& flag, auto& v, Flags* f) {
+         GC_REQUIRE(v == "grads" || v == "weights", Err::InvalidArgument,
+                    "%s '%s': accepted: grads (gradient allreduce), weights (model averaging)",
+                    flag.c_str(), v.c_str());
+         f->train.average = v == "grads" ? AverageMode::Gradients : AverageMode::Weights;
+         return Status::Ok();
+       }},
+      {"--period", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 1, 1000000, &f->train.period); }},
+      {"--straggle",
+       [](auto& flag, auto& v, Flags* f) {
+         const size_t colon = v.find(':');
+         GC_REQUIRE(colon != std::string::npos, Err::InvalidArgument,
+                    "%s '%s': expected N:MS (N ranks sleep MS milliseconds each step)",
+                    flag.c_str(), v.c_str());
+         GC_CHECK(parseIntTo(v.substr(0, colon), flag + " N", 0, 1048576, &f->train.straggleRanks));
+         return parseIntTo(v.substr(colon + 1), flag + " MS", 0, 600000, &f->train.straggleMs);
+       }},
+      {"--seed", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 0, INT64_MAX, &f->train.seed); }},
+      {"--op",
+       [](auto& flag, auto& v, Flags* f) {
+         GC_REQUIRE(v == "avg" || v == "sum", Err::InvalidArgument,
+                    "%s '%s': accepted: avg, sum (sum, then scale by 1/ranks)", flag.c_str(),
+                    v.c_str());
+         f->sumThenScale = v == "sum";
+         return Status::Ok();
+       }},
+      {"--data-dir", [](auto&, auto& v, Flags* f) { f->dataDir = v; return Status::Ok(); }},
+      {"--train-limit", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 0, INT64_MAX, &f->trainLimit); }},
+      {"--test-limit", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 0, INT64_MAX, &f->testLimit); }},
+      {"-J", [](auto&, auto& v, Flags* f) { f->jsonPath = v; return Status::Ok(); }},
+      {"--json", [](auto&, auto& v, Flags* f) { f->jsonPath = v; return Status::Ok(); }},
+      {"--ranks", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 1, 1024, &f->ranks); }},
+      {"--param",
+       [](auto& flag, auto& v, Flags* f) {
+         const size_t eq = v.find('=');
+         GC_REQUIRE(eq != std::string::npos && eq > 0, Err::InvalidArgument,
+                    "%s '%s': expected NAME=VALUE with a registry name such as DENSITY",
+                    flag.c_str(), v.c_str());
+         return addParam(v.substr(0, eq), v.substr(eq + 1), flag + " " + v.substr(0, eq), f);
+       }},
+  };
+  return flags;
+}
+
+}  // namespace
+
+std::string paramFlag(const std::string& paramName) {
+  std::string name = paramName.rfind("GRADCOMP_", 0) == 0 ? paramName.substr(9) : paramName;
+  std::string flag = "--";
+  for (char c : name)
+    flag += c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return flag;
+}
+
+Status parseFlags(int argc, char** argv, Flags* out) {
+  Flags f;
+  // Split "--flag=value" so both spellings take the same path.
+  std::vector<std::pair<std::string, std::string>> items;  // flag, value (or "\1" none)
+  std::vector<std::string> raw(argv + 1, argv + argc);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const std::string& a = raw[i];
+    if (a == "-h" || a == "--help") {
+      f.help = true;
+      continue;
+    }
+    GC_REQUIRE(a.size() > 1 && a[0] == '-', Err::InvalidArgument,
+               "unexpected argument '%s' (every option is a flag; see --help)", a.c_str());
+    const size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      items.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+    } else {
+      GC_REQUIRE(i + 1 < raw.size(), Err::InvalidArgument, "%s needs a value (see --help)",
+                 a.c_str());
+      items.emplace_back(a, raw[++i]);
+    }
+    if (items.back().first != "--ranks") {
+      f.rankArgs.push_back(items.back().first);
+      f.rankArgs.push_back(items.back().second);
+    }
+  }
+  // The algorithm decides which parameter flags exist, so find it first.
+  for (const auto& [flag, value] : items)
+    if (flag == "--algo") f.algo = value;
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(f.algo);
+  GC_REQUIRE(info, Err::InvalidArgument, "--algo '%s' is unknown; registered: %s",
+             f.algo.c_str(), algo::algorithmNames().c_str());
+  std::map<std::string, std::string> algoFlags;  // flag -> registry name
+  for (param::Id id : info->params) algoFlags[paramFlag(param::spec(id).name)] = param::spec(id).name;
+
+  for (const auto& [flag, value] : items) {
+    auto t = trainerFlags().find(flag);
+    if (t != trainerFlags().end()) {
+      GC_CHECK(t->second(flag, value, &f));
+      continue;
+    }
+    auto a = algoFlags.find(flag);
+    GC_REQUIRE(a != algoFlags.end(), Err::InvalidArgument,
+               "unknown flag %s for --algo %s (see --help for trainer flags; the algorithm's "
+               "parameters are flags named after the registry, e.g. DENSITY -> --density)",
+               flag.c_str(), f.algo.c_str());
+    GC_CHECK(addParam(a->second, value, flag, &f));
+  }
+  GC_REQUIRE(f.train.period == 1 || f.train.average == AverageMode::Weights,
+             Err::InvalidArgument, "--period %d needs --average weights (gradients are averaged every step)",
+             f.train.period);
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+std::string usage() {
+  std::string algoParams;
+  for (const algo::AlgorithmInfo* info : algo::listAlgorithms()) {
+    algoParams += "  " + info->name + ":";
+    if (info->params.empty()) algoParams += " (no parameters)";
+    for (param::Id id : info->params) algoParams += " " + paramFlag(param::spec(id).name);
+    algoParams += "\n";
+  }
+  return "usage: gradcomp-run -n N -- gradcomp-train [flags]   or   gradcomp-train --ranks N [flags]\n"
+         "Data-parallel training on Fashion-MNIST with gradients reduced by a gradcomp algorithm.\n"
+         "  --algo NAME          allreduce algorithm (default dense)\n"
+         "  --model mlp|cnn      784-512-256-10 MLP (default) or a small CNN\n"
+         "  --epochs N           passes over the training set (default 2)\n"
+         "  --batch N            minibatch per rank (default 32)\n"
+         "  --lr X               learning rate (default 0.05)\n"
+         "  --momentum X         SGD momentum, 0 = plain SGD (default 0.9)\n"
+         "  --bucket-mb X        gradient bucket size in MiB, like DDP's bucket_cap_mb (default 25)\n"
+         "  --average grads|weights  allreduce gradients every step (default) or the\n"
+         "                       weights every --period steps (model averaging, local SGD)\n"
+         "  --period T           steps between weight averages (with --average weights)\n"
+         "  --straggle N:MS      each step N random ranks sleep MS ms before communicating\n"
+         "  --op avg|sum         gcAvg (default) or gcSum then scale by 1/ranks\n"
+         "  --seed N             weights, shuffles and stragglers (default 1)\n"
+         "  --data-dir DIR       IDX .gz files (default " + std::string(kDefaultDataDir) + ",\n"
+         "                       Debian package " + kDatasetPackage + ")\n"
+         "  --train-limit N      use the first N training images (default all 60000)\n"
+         "  --test-limit N       evaluate on the first N test images (default all 10000)\n"
+         "  -J, --json FILE      write per-epoch results as a JSON array\n"
+         "  --ranks N            launch N local ranks of this command\n"
+         "  --param NAME=VALUE   any registry parameter (name without GRADCOMP_)\n"
+         "Algorithm parameter flags:\n" + algoParams;
+}
+
+}  // namespace gradcomp::train

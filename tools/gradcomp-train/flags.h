@@ -1,0 +1,42 @@
+// gradcomp-train command line. Parsing never touches the network or the data,
+// so a bad flag is reported before any rank starts. Algorithm parameters use
+// the bench's scheme: each registry parameter the chosen --algo reads is a flag
+// --<lowercase-dashed-name> (DENSE_RD_MAX_BYTES -> --dense-rd-max-bytes), and
+// --param NAME=VALUE reaches any registry parameter by name.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/gradcomp-train/trainer.h"
+
+namespace gradcomp::train {
+
+struct Flags {
+  TrainOptions train;
+  std::string algo = "dense";
+  // Registry names without GRADCOMP_ prefix -> text, validated by the registry.
+  std::vector<std::pair<std::string, std::string>> algoParams;
+  bool sumThenScale = false;  // --op sum
+  std::string dataDir = kDefaultDataDir;
+  size_t trainLimit = 0, testLimit = 0;  // 0 = whole set
+  std::string jsonPath;                  // -J
+  int ranks = 0;  // --ranks N: launch N local ranks of this command; 0: be one rank
+  bool help = false;
+  // argv without --ranks and its value: what each launched rank runs.
+  std::vector<std::string> rankArgs;
+};
+
+// Parses argv[1..]. Errors name the flag and what it accepts (the caller
+// prints the message and exits 2).
+Status parseFlags(int argc, char** argv, Flags* out);
+
+std::string usage();
+
+// GRADCOMP_DENSITY or DENSITY -> "--density"; DENSE_RD_MAX_BYTES -> "--dense-rd-max-bytes".
+std::string paramFlag(const std::string& paramName);
+
+}  // namespace gradcomp::train

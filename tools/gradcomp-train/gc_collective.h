@@ -1,0 +1,48 @@
+// Collective over the public C API (include/gradcomp/gradcomp.h): gradients and
+// weights through the chosen algorithm, metrics through a separate dense config
+// so they never show in the algorithm's bytes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gradcomp/gradcomp.h"
+#include "tools/gradcomp-train/reducer.h"
+
+namespace gradcomp::train {
+
+class GcCollective final : public Collective {
+ public:
+  // Collective: joins the job described by the environment (gcCommInitFromEnv)
+  // and configures `algo` with params (registry names without prefix -> text).
+  // sumThenScale: reduce with gcSum and multiply by 1/P here, for algorithms
+  // that only implement sum; otherwise gcAvg.
+  static Status create(const std::string& algo,
+                       const std::vector<std::pair<std::string, std::string>>& params,
+                       bool sumThenScale, std::unique_ptr<GcCollective>* out);
+  ~GcCollective() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status average(float* data, size_t count, uint64_t key) override;
+  Status bytesSent(uint64_t* out) override;
+  Status sumMetrics(double* values, size_t n) override;
+
+ private:
+  GcCollective() = default;
+  Status totalSent(uint64_t* bytes);
+
+  gcComm_t comm_ = nullptr;
+  gcAlgoConfig_t algo_ = nullptr;
+  gcAlgoConfig_t metrics_ = nullptr;  // "dense", exact
+  bool sumThenScale_ = false;
+  int rank_ = 0, size_ = 1;
+  uint64_t metricsBytes_ = 0;  // sent by sumMetrics(), subtracted from the total
+};
+
+// A gcResult_t as a Status carrying gcLastError()'s message; `what` names the call.
+Status fromGcResult(gcResult_t result, const char* what);
+
+}  // namespace gradcomp::train

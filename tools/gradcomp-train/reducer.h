@@ -1,0 +1,78 @@
+// How the trainer's flat vectors cross the network: DDP-style gradient buckets
+// over an abstract collective (the C API in gc_collective.h, or a single-process
+// stand-in for tests).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/gradcomp-train/layers.h"
+
+namespace gradcomp::train {
+
+// What the training loop needs from the communicator.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Collective, in place: data[0..count) becomes the average over the ranks as
+  // the configured algorithm computes it (lossy algorithms return their
+  // approximation). key: the same on all ranks and stable across calls for the
+  // same logical tensor (error-feedback state is kept per key); key > 0.
+  virtual Status average(float* data, size_t count, uint64_t key) = 0;
+  // Bytes this rank has sent for average() so far, including traffic an
+  // asynchronous algorithm sends between calls; sumMetrics() traffic excluded.
+  virtual Status bytesSent(uint64_t* out) = 0;
+  // Collective, exact: values[i] becomes the sum over ranks. For epoch metrics;
+  // not counted in bytesSent() or any timing.
+  virtual Status sumMetrics(double* values, size_t n) = 0;
+};
+
+// A contiguous range of the flat vector reduced in one call.
+struct Bucket {
+  size_t offset = 0, count = 0;
+  uint64_t key = 0;  // bucket index + 1: stable, equal on all ranks
+};
+
+// DDP's scheme: walk the tensors in reverse order (backward produces the last
+// layer's gradients first) and close a bucket once it holds >= capBytes;
+// tensors are never split, so a tensor larger than the cap is a bucket of its
+// own. Tensors must be contiguous and offset-ascending (Network::tensors()).
+std::vector<Bucket> planBuckets(const std::vector<TensorSlice>& tensors, size_t capBytes);
+
+// Averages a flat float vector bucket by bucket and keeps the time spent.
+class BucketReducer {
+ public:
+  BucketReducer(Collective& comm, std::vector<Bucket> buckets)
+      : comm_(comm), buckets_(std::move(buckets)) {}
+  Status reduce(float* flat);
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  double commSeconds() const { return commSeconds_; }
+
+ private:
+  Collective& comm_;
+  std::vector<Bucket> buckets_;
+  double commSeconds_ = 0;
+};
+
+// One process, no network: average() is the identity. For model tests.
+class SingleProcessCollective final : public Collective {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status average(float*, size_t, uint64_t key) override {
+    GC_REQUIRE(key > 0, Err::InvalidArgument, "bucket key must be > 0");
+    return Status::Ok();
+  }
+  Status bytesSent(uint64_t* out) override {
+    *out = 0;
+    return Status::Ok();
+  }
+  Status sumMetrics(double*, size_t) override { return Status::Ok(); }
+};
+
+}  // namespace gradcomp::train

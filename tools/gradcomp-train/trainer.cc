@@ -1,0 +1,146 @@
+#include "tools/gradcomp-train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "tools/gradcomp-train/model.h"
+#include "tools/gradcomp-train/rng.h"
+
+namespace gradcomp::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Stream tags so the weight, shuffle and straggler draws never share numbers.
+constexpr uint64_t kShuffleStream = 1, kStraggleStream = 2;
+
+// The ranks that straggle at `step`: drawn from a stream every rank seeds the
+// same way, so all ranks agree without talking. Partial Fisher-Yates.
+bool straggles(const TrainOptions& o, int rank, int nranks, uint64_t step) {
+  if (o.straggleRanks <= 0 || o.straggleMs <= 0) return false;
+  Rng rng(o.seed, kStraggleStream, step);
+  std::vector<int> ranks(nranks);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  for (int i = 0; i < o.straggleRanks; ++i) {
+    std::swap(ranks[i], ranks[i + rng.below(nranks - i)]);
+    if (ranks[i] == rank) return true;
+  }
+  return false;
+}
+
+// PyTorch's SGD: v = momentum * v + g; w -= lr * v (plain SGD when momentum == 0).
+void sgdStep(float* w, const float* g, float* v, size_t n, float lr, float momentum) {
+  if (momentum == 0.0f) {
+    for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = momentum * v[i] + g[i];
+    w[i] -= lr * v[i];
+  }
+}
+
+}  // namespace
+
+double testAccuracy(Network& net, const Dataset& data) {
+  constexpr int kChunk = 500;
+  std::vector<int> predicted(kChunk);
+  size_t correct = 0;
+  for (size_t begin = 0; begin < data.size(); begin += kChunk) {
+    const int n = static_cast<int>(std::min<size_t>(kChunk, data.size() - begin));
+    (void)net.evaluate(data.image(begin), nullptr, n, predicted.data());
+    for (int i = 0; i < n; ++i) correct += predicted[i] == data.labels[begin + i];
+  }
+  return data.size() ? double(correct) / data.size() : 0.0;
+}
+
+Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset& testSet,
+             Collective& comm, const std::function<void(const EpochStats&)>& onEpoch) {
+  const int rank = comm.rank(), nranks = comm.size();
+  GC_REQUIRE(o.straggleRanks <= nranks, Err::InvalidArgument,
+             "--straggle asks for %d straggling ranks but the job has %d ranks", o.straggleRanks,
+             nranks);
+  // Equal step counts on every rank (collectives pair up): the smallest shard
+  // decides, the remainder of each shard is dropped.
+  const size_t shardBegin = trainSet.size() * rank / nranks;
+  const size_t shardEnd = trainSet.size() * (rank + 1) / nranks;
+  const size_t steps = (trainSet.size() / nranks) / o.batch;
+  GC_REQUIRE(steps > 0, Err::InvalidArgument,
+             "%zu training images over %d ranks leave fewer than --batch %d per rank; "
+             "use a smaller --batch or more images",
+             trainSet.size(), nranks, o.batch);
+
+  std::unique_ptr<Network> net;
+  GC_CHECK(Network::create(o.model, {1, trainSet.rows, trainSet.cols}, 10, &net));
+  net->init(o.seed);  // same seed on every rank: identical starting weights
+  const size_t n = net->paramCount();
+  std::vector<float> velocity(o.momentum > 0 ? n : 0, 0.0f);
+  BucketReducer reducer(comm, planBuckets(net->tensors(), size_t(o.bucketMb * 1024 * 1024)));
+  GC_INFO(TOOL, "gradcomp-train: %s, %zu parameters in %zu buckets, %zu steps/epoch, shard %zu..%zu",
+          o.model.c_str(), n, reducer.buckets().size(), steps, shardBegin, shardEnd);
+
+  std::vector<size_t> order(shardEnd - shardBegin);
+  std::vector<float> x(size_t(o.batch) * trainSet.pixels());
+  std::vector<uint8_t> y(o.batch);
+  uint64_t globalStep = 0;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    std::iota(order.begin(), order.end(), shardBegin);
+    Rng shuffle(o.seed, kShuffleStream, (uint64_t(epoch) << 20) | uint64_t(rank));
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle.below(i)]);
+
+    const double comm0 = reducer.commSeconds();
+    uint64_t bytes0 = 0, bytes1 = 0;
+    GC_CHECK(comm.bytesSent(&bytes0));
+    const auto start = Clock::now();
+    double lossSum = 0;
+    for (size_t step = 0; step < steps; ++step, ++globalStep) {
+      for (int s = 0; s < o.batch; ++s) {
+        const size_t idx = order[step * o.batch + s];
+        std::memcpy(x.data() + s * trainSet.pixels(), trainSet.image(idx),
+                    sizeof(float) * trainSet.pixels());
+        y[s] = trainSet.labels[idx];
+      }
+      lossSum += net->trainStep(x.data(), y.data(), o.batch);
+      // Straggling ranks model slow compute: they arrive late at the collective.
+      if (straggles(o, rank, nranks, globalStep))
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.straggleMs));
+      if (o.average == AverageMode::Gradients) {
+        GC_CHECK(reducer.reduce(net->grads()));
+        sgdStep(net->params(), net->grads(), velocity.data(), n, float(o.lr), float(o.momentum));
+      } else {
+        sgdStep(net->params(), net->grads(), velocity.data(), n, float(o.lr), float(o.momentum));
+        if ((globalStep + 1) % o.period == 0) GC_CHECK(reducer.reduce(net->params()));
+      }
+    }
+    EpochStats st;
+    st.epoch = epoch;
+    st.steps = static_cast<int>(steps);
+    st.wallS = secondsSince(start);
+    st.commS = reducer.commSeconds() - comm0;
+    GC_CHECK(comm.bytesSent(&bytes1));
+    st.wireBytes = double(bytes1 - bytes0);
+    st.trainLoss = lossSum / steps;
+    if (rank == 0) st.testAcc = testAccuracy(*net, testSet);
+    // Means over ranks; accuracy comes from rank 0 alone. This collective also
+    // keeps the other ranks out of the next epoch's timing while rank 0 evaluates.
+    double metrics[5] = {st.trainLoss, st.wallS, st.commS, st.wireBytes, st.testAcc};
+    GC_CHECK(comm.sumMetrics(metrics, 5));
+    st.trainLoss = metrics[0] / nranks;
+    st.wallS = metrics[1] / nranks;
+    st.commS = metrics[2] / nranks;
+    st.wireBytes = metrics[3] / nranks;
+    st.testAcc = metrics[4];
+    onEpoch(st);
+  }
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::train

@@ -1,0 +1,164 @@
+#include "transport/ucx_context.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "common/log.h"
+
+namespace gradcomp::transport::ucx {
+namespace {
+
+// Sleep bound on the event fd: short enough that a missed wake-up costs little,
+// long enough that sleeping ranks leave the cores to the ones with work.
+constexpr int kSleepMs = 2;
+
+struct ProcessContext {
+  std::mutex mu;
+  ucp_context_h context[2] = {nullptr, nullptr};
+  pid_t pid[2] = {-1, -1};
+};
+
+ProcessContext& processContext() {
+  static ProcessContext pc;
+  return pc;
+}
+
+const char* kindName(ContextKind kind) {
+  return kind == ContextKind::Transport ? "transport" : "bootstrap";
+}
+
+}  // namespace
+
+std::string statusText(ucs_status_t s) {
+  return std::string(ucs_status_string(s)) + " (" + std::to_string(static_cast<int>(s)) + ")";
+}
+
+Status context(ContextKind kind, ucp_context_h* out) {
+  ProcessContext& pc = processContext();
+  const int k = static_cast<int>(kind);
+  std::lock_guard<std::mutex> lock(pc.mu);
+  if (pc.context[k] && pc.pid[k] == getpid()) {
+    *out = pc.context[k];
+    return Status::Ok();
+  }
+  // A context inherited from the parent across fork() is abandoned, not
+  // cleaned up: its resources belong to the parent.
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  GC_REQUIRE(st == UCS_OK, Err::SystemError,
+             "ucp_config_read failed: %s (check the UCX_* variables)", statusText(st).c_str());
+  if (kind == ContextKind::Bootstrap) {
+    const char* overrides[][2] = {{"TLS", "tcp"}, {"NET_DEVICES", "all"}};
+    for (auto& kv : overrides) {
+      st = ucp_config_modify(config, kv[0], kv[1]);
+      if (st != UCS_OK) {
+        ucp_config_release(config);
+        return makeStatus(Err::SystemError, "bootstrap: cannot set UCX %s=%s: %s", kv[0], kv[1],
+                          statusText(st).c_str());
+      }
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;  // transports and bootstraps may live on different threads
+  ucp_context_h ctx = nullptr;
+  st = ucp_init(&params, config, &ctx);
+  ucp_config_release(config);
+  GC_REQUIRE(st == UCS_OK, Err::SystemError,
+             "ucp_init failed: %s (check UCX_TLS / UCX_NET_DEVICES)", statusText(st).c_str());
+  pc.context[k] = ctx;
+  pc.pid[k] = getpid();
+  GC_INFO(TRANSPORT, "UCX %s context created (UCX %s)", kindName(kind), ucp_get_version_string());
+  *out = ctx;
+  return Status::Ok();
+}
+
+Worker::~Worker() { destroy(); }
+
+void Worker::destroy() {
+  if (worker_) ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  efd_ = -1;
+}
+
+Status Worker::create(ContextKind kind, const char* what, int64_t clientId) {
+  ucp_context_h ctx = nullptr;
+  GC_CHECK(context(kind, &ctx));
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;  // one thread at a time per owner
+  if (clientId >= 0) {
+    params.field_mask |= UCP_WORKER_PARAM_FIELD_CLIENT_ID;
+    params.client_id = static_cast<uint64_t>(clientId);
+  }
+  ucs_status_t st = ucp_worker_create(ctx, &params, &worker_);
+  GC_REQUIRE(st == UCS_OK, Err::SystemError, "%s: ucp_worker_create failed: %s", what,
+             statusText(st).c_str());
+  st = ucp_worker_get_efd(worker_, &efd_);
+  if (st != UCS_OK) {
+    destroy();
+    return makeStatus(Err::SystemError, "%s: ucp_worker_get_efd failed: %s", what,
+                      statusText(st).c_str());
+  }
+  return Status::Ok();
+}
+
+Status Worker::address(std::string* out) const {
+  ucp_address_t* addr = nullptr;
+  size_t len = 0;
+  ucs_status_t st = ucp_worker_get_address(worker_, &addr, &len);
+  GC_REQUIRE(st == UCS_OK, Err::SystemError, "ucp_worker_get_address failed: %s",
+             statusText(st).c_str());
+  out->assign(reinterpret_cast<const char*>(addr), len);
+  ucp_worker_release_address(worker_, addr);
+  return Status::Ok();
+}
+
+Waiter::Waiter(const Worker& worker, int spinUs)
+    : worker_(worker.worker_), efd_(worker.efd_),
+      spin_(std::chrono::microseconds(spinUs > 0 ? spinUs : 0)), last_(Clock::now()) {}
+
+bool Waiter::progress() {
+  if (ucp_worker_progress(worker_) == 0) return false;
+  last_ = Clock::now();
+  return true;
+}
+
+void Waiter::noteProgress() { last_ = Clock::now(); }
+
+void Waiter::idle() {
+  if (Clock::now() - last_ < spin_) return;
+  // UCS_ERR_BUSY: events arrived since the last progress; go progress them.
+  if (ucp_worker_arm(worker_) != UCS_OK) return;
+  pollfd pfd{efd_, POLLIN, 0};
+  int rc = poll(&pfd, 1, kSleepMs);
+  if (rc < 0 && errno != EINTR) GC_TRACE(TRANSPORT, "poll on the UCX event fd: %s", strerror(errno));
+}
+
+double Waiter::sinceProgress() const {
+  return std::chrono::duration<double>(Clock::now() - last_).count();
+}
+
+std::string hostIdentity() {
+  std::string id;
+  if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char buf[64] = {0};
+    if (fgets(buf, sizeof(buf), f)) id = buf;
+    fclose(f);
+  }
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  char ns[128] = {0};
+  const ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  if (n > 0) id += std::string("/") + std::string(ns, static_cast<size_t>(n));
+  char host[256] = {0};
+  if (id.empty() && gethostname(host, sizeof(host) - 1) == 0) id = host;
+  return id;
+}
+
+}  // namespace gradcomp::transport::ucx

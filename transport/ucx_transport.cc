@@ -1,0 +1,300 @@
+// The UCX transport: tag send/receive on one worker, completion records per
+// handle, and the wait loop that turns silence and dead peers into errors.
+#include "transport/ucx_transport.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+
+#include "common/log.h"
+#include "common/param.h"
+#include "transport/ucx_context.h"
+#include "transport/ucx_endpoints.h"
+#include "transport/ucx_request.h"
+
+namespace gradcomp::transport {
+namespace {
+
+using ucx::Op;
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(int rank, int size, double timeoutS, int spinUs)
+      : rank_(rank), size_(size), timeoutS_(timeoutS), spinUs_(spinUs), counters_(size) {}
+
+  ~UcxTransport() override { shutdown(); }
+
+  Status init(AddressExchange& exchange, const std::string& errMode) {
+    GC_CHECK(worker_.create(ucx::ContextKind::Transport, "UCX transport"));
+    std::string address;
+    GC_CHECK(worker_.address(&address));
+    // Blob = host identity, NUL, worker address: peers learn who shares this
+    // host (and so may use shared memory) from the same exchange.
+    const std::string host = ucx::hostIdentity();
+    std::vector<std::string> all;
+    GC_CHECK(exchange.allgather(host + '\0' + address, &all));
+    GC_REQUIRE(static_cast<int>(all.size()) == size_, Err::Internal,
+               "address exchange returned %zu addresses for %d ranks", all.size(), size_);
+    std::vector<std::string> addresses(size_);
+    std::vector<bool> sameHost(size_);
+    for (int p = 0; p < size_; ++p) {
+      const size_t nul = all[p].find('\0');
+      GC_REQUIRE(nul != std::string::npos && nul + 1 < all[p].size(), Err::RemoteError,
+                 "rank %d sent a malformed address blob (%zu bytes)", p, all[p].size());
+      sameHost[p] = all[p].compare(0, nul, host) == 0;
+      addresses[p] = all[p].substr(nul + 1);
+    }
+    return eps_.connect(worker_.get(), rank_, addresses, sameHost, errMode);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) override {
+    GC_CHECK(checkPost(peer, buf, bytes, out, "isend"));
+    ucp_ep_h ep = nullptr;
+    GC_CHECK(eps_.get(peer, &ep));
+    auto op = std::make_unique<Op>();
+    op->isSend = true;
+    op->peer = peer;
+    op->tag = tag & kTagMask;
+    op->bytes = bytes;
+    ucx::postSend(ep, ucx::wireTag(rank_, op->tag), buf, op.get());
+    return admit(std::move(op), out);
+  }
+
+  Status irecv(int peer, uint64_t tag, void* buf, size_t capacity, Handle* out) override {
+    GC_CHECK(checkPost(peer, buf, capacity, out, "irecv"));
+    auto op = std::make_unique<Op>();
+    op->peer = peer;
+    op->tag = tag & kTagMask;
+    op->bytes = capacity;
+    ucx::postRecv(worker_.get(), ucx::wireTag(peer, op->tag), ucx::kFullMask, buf, op.get());
+    return admit(std::move(op), out);
+  }
+
+  Status test(Handle h, bool* done, size_t* bytes) override {
+    *done = false;
+    if (!broken_.ok()) return fail(broken_, &h, 1);
+    auto it = ops_.find(h);
+    GC_REQUIRE(it != ops_.end(), Err::InvalidArgument, "test: unknown handle %llu",
+               (unsigned long long)h);
+    ucp_worker_progress(worker_.get());
+    Status s = opError(*it->second);
+    if (!s.ok()) return fail(s, &h, 1);
+    if (it->second->done) {
+      *done = true;
+      if (bytes) *bytes = it->second->length;
+      complete(it);
+    }
+    return Status::Ok();
+  }
+
+  Status waitAll(const Handle* handles, size_t n, size_t* bytes) override {
+    if (!broken_.ok()) return fail(broken_, handles, n);
+    std::vector<Op*> ops(n);
+    for (size_t i = 0; i < n; ++i) {
+      auto it = ops_.find(handles[i]);
+      if (it == ops_.end())
+        return fail(makeStatus(Err::InvalidArgument, "waitAll: unknown handle %llu",
+                               (unsigned long long)handles[i]),
+                    handles, n);
+      ops[i] = it->second.get();
+    }
+    ucx::Waiter waiter(worker_, spinUs_);
+    size_t remaining = n;
+    std::vector<bool> seen(n, false);
+    while (true) {
+      bool advanced = waiter.progress();
+      for (size_t i = 0; i < n; ++i) {
+        if (seen[i]) continue;
+        Status s = opError(*ops[i]);
+        if (!s.ok()) return fail(s, handles, n);
+        if (ops[i]->done) {
+          seen[i] = true;
+          --remaining;
+          advanced = true;
+          if (bytes) bytes[i] = ops[i]->length;
+        }
+      }
+      if (remaining == 0) break;
+      if (advanced) {
+        waiter.noteProgress();
+        continue;
+      }
+      if (waiter.sinceProgress() >= timeoutS_) {
+        const Op& op = **std::find_if(ops.begin(), ops.end(), [](Op* o) { return !o->done; });
+        return fail(makeStatus(Err::Timeout,
+                               "no progress from peer %d for %.1f s (GRADCOMP_TIMEOUT_S) while "
+                               "%s %zu bytes (tag %#llx)",
+                               op.peer, timeoutS_, op.isSend ? "sending" : "receiving", op.bytes,
+                               (unsigned long long)op.tag),
+                    handles, n);
+      }
+      waiter.idle();
+    }
+    for (size_t i = 0; i < n; ++i) complete(ops_.find(handles[i]));
+    return Status::Ok();
+  }
+
+  void cancel(Handle h) override {
+    auto it = ops_.find(h);
+    if (it != ops_.end()) abandon(it);
+  }
+
+  PeerCounters counters(int peer) const override {
+    return peer >= 0 && peer < size_ ? counters_[peer] : PeerCounters{};
+  }
+  void resetCounters() override { std::fill(counters_.begin(), counters_.end(), PeerCounters{}); }
+
+ private:
+  using OpMap = std::unordered_map<Handle, std::unique_ptr<Op>>;
+
+  Status checkPost(int peer, const void* buf, size_t bytes, Handle* out, const char* what) {
+    GC_REQUIRE(out, Err::InvalidArgument, "%s: null handle pointer", what);
+    *out = 0;
+    if (!broken_.ok()) return broken_;
+    GC_REQUIRE(peer >= 0 && peer < size_, Err::InvalidArgument, "%s: peer %d out of range [0, %d)",
+               what, peer, size_);
+    GC_REQUIRE(buf || bytes == 0, Err::InvalidArgument, "%s: null buffer for %zu bytes", what,
+               bytes);
+    if (peer != rank_ && eps_.failure(peer) != UCS_OK) return fail(peerFailed(peer, nullptr), nullptr, 0);
+    return Status::Ok();
+  }
+
+  Status admit(std::unique_ptr<Op> op, Handle* out) {
+    Status s = opError(*op);
+    if (!s.ok()) {
+      freeOrKeep(std::move(op));
+      return fail(s, nullptr, 0);
+    }
+    *out = nextHandle_++;
+    ops_.emplace(*out, std::move(op));
+    return Status::Ok();
+  }
+
+  Status peerFailed(int peer, const Op* op) const {
+    const ucs_status_t st = op && op->status != UCS_OK ? op->status : eps_.failure(peer);
+    if (!op)
+      return makeStatus(Err::RemoteError, "peer %d failed: %s", peer, ucx::statusText(st).c_str());
+    return makeStatus(Err::RemoteError, "peer %d failed: %s while %s %zu bytes (tag %#llx)", peer,
+                      ucx::statusText(st).c_str(), op->isSend ? "sending" : "receiving",
+                      op->bytes, (unsigned long long)op->tag);
+  }
+
+  // The error of one operation: its own UCX status, or its peer's endpoint
+  // failure (a receive is not tied to an endpoint, so UCX cannot fail it).
+  Status opError(const Op& op) const {
+    if (op.done && op.status == UCS_ERR_MESSAGE_TRUNCATED)
+      return makeStatus(Err::RemoteError,
+                        "message from peer %d (tag %#llx) is longer than the receive capacity of "
+                        "%zu bytes (%s)",
+                        op.peer, (unsigned long long)op.tag, op.bytes,
+                        ucx::statusText(op.status).c_str());
+    if (op.done && op.status != UCS_OK) return peerFailed(op.peer, &op);
+    if (!op.done && op.peer != rank_ && eps_.failure(op.peer) != UCS_OK)
+      return peerFailed(op.peer, &op);
+    return Status::Ok();
+  }
+
+  void complete(OpMap::iterator it) {
+    Op& op = *it->second;
+    PeerCounters& c = counters_[op.peer];
+    if (op.isSend) {
+      c.bytesSent += op.length;
+      c.msgsSent += 1;
+    } else {
+      c.bytesRecv += op.length;
+      c.msgsRecv += 1;
+    }
+    ucx::freeRequest(&op);
+    ops_.erase(it);
+  }
+
+  // Releases a handle whose operation may still be owned by UCX.
+  void abandon(OpMap::iterator it) {
+    std::unique_ptr<Op> op = std::move(it->second);
+    ops_.erase(it);
+    if (!op->done) ucx::cancelRequest(worker_.get(), op.get());
+    freeOrKeep(std::move(op));
+  }
+
+  void freeOrKeep(std::unique_ptr<Op> op) {
+    if (op->done) {
+      ucx::freeRequest(op.get());
+    } else {
+      zombies_.push_back(std::move(op));  // its callback may still run
+    }
+    sweepZombies();
+  }
+
+  void sweepZombies() {
+    for (size_t i = 0; i < zombies_.size();) {
+      if (zombies_[i]->done) {
+        ucx::freeRequest(zombies_[i].get());
+        zombies_[i] = std::move(zombies_.back());
+        zombies_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  // Records the first error (the transport is broken from then on) and
+  // releases the given handles.
+  Status fail(const Status& s, const Handle* handles, size_t n) {
+    if (broken_.ok()) {
+      broken_ = s;
+      GC_INFO(TRANSPORT, "UCX transport rank %d broken: %s", rank_, s.toString().c_str());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      auto it = ops_.find(handles[i]);
+      if (it != ops_.end()) abandon(it);
+    }
+    return broken_;
+  }
+
+  void shutdown() {
+    if (!worker_.get()) return;
+    while (!ops_.empty()) abandon(ops_.begin());
+    eps_.close(!broken_.ok(), std::min(timeoutS_, 5.0));
+    for (int i = 0; i < 100 && !zombies_.empty(); ++i) {
+      ucp_worker_progress(worker_.get());
+      sweepZombies();
+    }
+    worker_.destroy();  // UCX releases whatever requests are left with it
+    zombies_.clear();
+  }
+
+  const int rank_, size_;
+  const double timeoutS_;
+  const int spinUs_;
+  ucx::Worker worker_;
+  ucx::Endpoints eps_;
+  Status broken_;
+  Handle nextHandle_ = 1;
+  OpMap ops_;
+  std::vector<std::unique_ptr<Op>> zombies_;
+  std::vector<PeerCounters> counters_;
+};
+
+}  // namespace
+
+Status createUcxTransport(AddressExchange& exchange, const UcxOptions& options,
+                          std::unique_ptr<Transport>* out) {
+  double timeoutS = options.timeoutS;
+  if (timeoutS < 0) GC_CHECK(param::getDouble(param::Id::TIMEOUT_S, &timeoutS));
+  int64_t spinUs = options.spinUs;
+  if (spinUs < 0) GC_CHECK(param::getInt(param::Id::WAIT_SPIN_US, &spinUs));
+  std::string errMode;
+  GC_CHECK(param::getString(param::Id::UCX_ERR_MODE, &errMode));
+  const int rank = exchange.rank(), size = exchange.size();
+  GC_REQUIRE(size >= 1 && rank >= 0 && rank < size, Err::InvalidArgument,
+             "createUcxTransport: rank %d / size %d from the address exchange", rank, size);
+  auto t = std::make_unique<UcxTransport>(rank, size, timeoutS, static_cast<int>(spinUs));
+  GC_CHECK(t->init(exchange, errMode));
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::transport
