@@ -277,10 +277,16 @@ std::string markdownDoc() {
         "| Variable | Type | Default | Accepted | Description |\n"
         "|---|---|---|---|---|\n";
   for (const Spec& s : kSpecs) {
-    std::string acceptedText = s.kind == Kind::String ? "" : accepted(s);
+    // A '|' inside a cell would end it: escape enum separators and the like.
+    auto cell = [](std::string text) {
+      for (size_t pos = 0; (pos = text.find('|', pos)) != std::string::npos; pos += 2)
+        text.replace(pos, 1, "\\|");
+      return text;
+    };
+    const std::string acceptedText = s.kind == Kind::String ? "" : cell(accepted(s));
     md << "| `GRADCOMP_" << s.name << "` | " << kindName(s.kind) << " | "
        << (s.defaultText[0] ? std::string("`") + s.defaultText + "`" : std::string("unset")) << " | "
-       << acceptedText << " | " << s.help << " |\n";
+       << acceptedText << " | " << cell(s.help) << " |\n";
   }
   return md.str();
 }

@@ -28,10 +28,10 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
-// The build tree: GRADCOMP_BINARY_DIR when CTest sets it, else the parent of
+// The build tree: GC_TEST_BINARY_DIR when CTest sets it, else the parent of
 // this test executable's directory (<build>/tests/test_bench_cli).
 std::string binaryDir() {
-  if (const char* dir = getenv("GRADCOMP_BINARY_DIR")) return dir;
+  if (const char* dir = getenv("GC_TEST_BINARY_DIR")) return dir;
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   REQUIRE(n > 0);
@@ -47,24 +47,26 @@ std::string benchPath() {
   return path;
 }
 
-// A scratch directory per test process, removed at exit.
-const std::string& scratch() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/gc_bench_cli_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    std::string d = tmpl;
-    atexit([] { (void)!system(("rm -rf " + scratch()).c_str()); });
-    return d;
+// A scratch directory per test process, removed at exit. A plain char array:
+// it must outlive static destructors, which run before this atexit handler.
+char gScratch[] = "/tmp/gc_bench_cli_XXXXXX";
+
+std::string scratch() {
+  static const bool made = [] {
+    REQUIRE(mkdtemp(gScratch) != nullptr);
+    atexit([] { (void)!system((std::string("rm -rf ") + gScratch).c_str()); });
+    return true;
   }();
-  return dir;
+  (void)made;
+  return gScratch;
 }
 
 // Runs the bench with `args` (no shell metacharacters) and extra environment.
-// CTest's GRADCOMP_SOURCE_DIR/BINARY_DIR are removed: they are not registry
+// CTest's GC_TEST_SOURCE_DIR/BINARY_DIR are removed: they are not registry
 // parameters, and the bench would warn about them.
 Result runBench(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
                 int timeoutS = 60) {
-  std::string cmd = "cd " + scratch() + " && env -u GRADCOMP_SOURCE_DIR -u GRADCOMP_BINARY_DIR";
+  std::string cmd = "cd " + scratch() + " && env -u GC_TEST_SOURCE_DIR -u GC_TEST_BINARY_DIR";
   for (const auto& [k, v] : env) cmd += " " + k + "=" + v;
   cmd += " timeout -k 5 " + std::to_string(timeoutS) + " " + benchPath();
   for (const std::string& a : args) cmd += " '" + a + "'";

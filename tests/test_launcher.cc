@@ -17,7 +17,7 @@
 namespace {
 
 std::string runBinary() {
-  if (const char* dir = getenv("GRADCOMP_BINARY_DIR"))
+  if (const char* dir = getenv("GC_TEST_BINARY_DIR"))
     return std::string(dir) + "/tools/gradcomp-run/gradcomp-run";
   // Run by hand from the build tree: tests/test_launcher -> ../tools/...
   char buf[PATH_MAX];

@@ -32,10 +32,10 @@ namespace {
     }                                                                              \
   } while (0)
 
-// GRADCOMP_BINARY_DIR when CTest passes it, else two levels above this test
+// GC_TEST_BINARY_DIR when CTest passes it, else two levels above this test
 // executable (<build>/tests/test_x).
 std::string binaryDir() {
-  if (const char* d = getenv("GRADCOMP_BINARY_DIR")) return d;
+  if (const char* d = getenv("GC_TEST_BINARY_DIR")) return d;
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return ".";

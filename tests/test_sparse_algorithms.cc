@@ -245,12 +245,6 @@ TEST_CASE("error feedback conserves mass: sum_i acc_i = u + sum_i eps_i", "[spar
         const Inputs in = gridInputs(rng, P, n);
         const Inputs out = g.call(in);
         double worst = 0;
-        for (size_t i = 0; i < n; ++i) {
-          double lhs = 0, rhs = out[0][i];
-          for (int r = 0; r < P; ++r) lhs += double(in[r][i]) + eps[r][i];
-          for (int r = 0; r < P; ++r) rhs += 0;  // filled below
-          (void)rhs;
-        }
         std::vector<std::vector<float>> now(P);
         for (int r = 0; r < P; ++r) now[r] = g.residual(r, n);
         for (size_t i = 0; i < n; ++i) {

@@ -16,10 +16,10 @@
 
 namespace {
 
-// <build>/tools/gradcomp-train/gradcomp-train, found from GRADCOMP_BINARY_DIR
+// <build>/tools/gradcomp-train/gradcomp-train, found from GC_TEST_BINARY_DIR
 // or, failing that, from this test's own path (<build>/tests/test_train).
 std::string trainBinary() {
-  if (const char* dir = std::getenv("GRADCOMP_BINARY_DIR"))
+  if (const char* dir = std::getenv("GC_TEST_BINARY_DIR"))
     return std::string(dir) + "/tools/gradcomp-train/gradcomp-train";
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -36,10 +36,10 @@ struct Result {
 };
 
 // Runs gradcomp-train with `args` under timeout(1), so a hang fails the test.
-// CTest's GRADCOMP_SOURCE_DIR/BINARY_DIR are not registry parameters (the tool
+// CTest's GC_TEST_SOURCE_DIR/BINARY_DIR are not registry parameters (the tool
 // would warn about them), so the child does not inherit them.
 Result runTrain(const std::string& args, int timeoutS = 120) {
-  const std::string cmd = "env -u GRADCOMP_SOURCE_DIR -u GRADCOMP_BINARY_DIR timeout -k 5 " +
+  const std::string cmd = "env -u GC_TEST_SOURCE_DIR -u GC_TEST_BINARY_DIR timeout -k 5 " +
                           std::to_string(timeoutS) + " " + trainBinary() + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");

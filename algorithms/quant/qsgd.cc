@@ -80,6 +80,11 @@ class QsgdReference final : public Reference {
     *out = std::move(ref);
     return Status::Ok();
   }
+  // Bench flags reach the reference here (registry values until called).
+  Status configure(const param::Overrides& config) override {
+    GC_CHECK(readConfig(config, &cfg_));
+    return CentralRanks::create(ranks_->size(), config, &ranks_);
+  }
   Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                 std::vector<double>* expected, std::vector<double>* tolerance) override {
     GC_CHECK(checkArgs("qsgd reference", args, false));

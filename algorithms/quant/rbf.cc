@@ -73,6 +73,8 @@ class Rbf final : public Algorithm {
 
 class RbfReference final : public Reference {
  public:
+  // Bench flags reach the reference here (registry values until called).
+  Status configure(const param::Overrides& config) override { return init(ranks_->size(), config); }
   Status init(int nranks, const param::Overrides& config) {
     GC_CHECK(readConfig(config, &cfg_));
     return CentralRanks::create(nranks, config, &ranks_);

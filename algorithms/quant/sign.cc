@@ -149,6 +149,8 @@ class Sign final : public Algorithm {
 // Central semantics: the elementwise majority of all ranks' votes.
 class SignReference final : public Reference {
  public:
+  // Bench flags reach the reference here (registry values until called).
+  Status configure(const param::Overrides& config) override { return init(ranks_->size(), config); }
   Status init(int nranks, const param::Overrides& config) {
     GC_CHECK(readEf(config, &ef_));
     return CentralRanks::create(nranks, config, &ranks_);

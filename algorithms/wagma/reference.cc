@@ -18,14 +18,13 @@ double unitRoundoff(DataType t) {
 
 }  // namespace
 
-Status WagmaReference::configure() {
-  if (configured_) return Status::Ok();
+Status WagmaReference::configure(const param::Overrides& config) {
   int64_t group = 0, period = 8;
   std::string mode;
-  GC_CHECK(param::getInt(param::Id::WAGMA_GROUP, &group));
-  GC_CHECK(param::getInt(param::Id::WAGMA_PERIOD, &period));
-  GC_CHECK(param::getBool(param::Id::WAGMA_WAIT, &wait_));
-  GC_CHECK(param::getString(param::Id::WAGMA_MODE, &mode));
+  GC_CHECK(config.getInt(param::Id::WAGMA_GROUP, &group));
+  GC_CHECK(config.getInt(param::Id::WAGMA_PERIOD, &period));
+  GC_CHECK(config.getBool(param::Id::WAGMA_WAIT, &wait_));
+  GC_CHECK(config.getString(param::Id::WAGMA_MODE, &mode));
   GC_CHECK(makeTopology(nranks_, group, &topo_));
   period_ = int(period);
   gradient_ = mode == "gradient";
@@ -35,7 +34,7 @@ Status WagmaReference::configure() {
 
 Status WagmaReference::expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                               std::vector<double>* expected, std::vector<double>* tolerance) {
-  GC_CHECK(configure());
+  if (!configured_) GC_CHECK(configure(param::Overrides()));  // registry values
   GC_REQUIRE(int(inputs.size()) == nranks_, Err::InvalidArgument,
              "wagma reference: %zu inputs for %d ranks", inputs.size(), nranks_);
   GC_REQUIRE(isFloating(args.dtype), Err::Unsupported, "wagma reference: dtype %s",

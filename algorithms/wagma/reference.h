@@ -22,6 +22,8 @@ namespace gradcomp::algo::wagma {
 class WagmaReference final : public Reference {
  public:
   explicit WagmaReference(int nranks) : nranks_(nranks) {}
+  // Bench flags reach the reference here (registry values until called).
+  Status configure(const param::Overrides& config) override;
   Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                 std::vector<double>* expected, std::vector<double>* tolerance) override;
 
@@ -31,7 +33,6 @@ class WagmaReference final : public Reference {
     std::vector<std::vector<double>> shadow;  // gradient mode, per rank
     std::vector<double> lo, hi;               // input box since the last global call
   };
-  Status configure();
   const int nranks_;
   bool configured_ = false;
   Topology topo_;

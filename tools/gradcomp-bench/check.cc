@@ -31,6 +31,11 @@ Checker::Checker(const algo::AlgorithmInfo& info, int nranks) : nranks_(nranks) 
   if (info.reference) reference_ = info.reference(nranks);
 }
 
+Status Checker::configure(const param::Overrides& config) {
+  if (!reference_) return Status::Ok();
+  return reference_->configure(config);
+}
+
 Status Checker::checkCall(const std::vector<const void*>& inputs, const algo::AllreduceArgs& args,
                           const void* out, CallCheck* result) {
   GC_REQUIRE(int(inputs.size()) == nranks_, Err::Internal, "checker got %zu inputs for %d ranks",

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "common/param.h"
 #include "common/status.h"
 
 namespace gradcomp::bench {
@@ -28,6 +29,9 @@ class Checker {
  public:
   // `info.reference` may be empty: then only relerr is computed.
   Checker(const algo::AlgorithmInfo& info, int nranks);
+  // Hands the run's algorithm parameters (bench flags) to the reference, so it
+  // computes the semantics of the configuration the algorithm actually ran.
+  Status configure(const param::Overrides& config);
 
   bool hasReference() const { return reference_ != nullptr; }
 

@@ -101,7 +101,12 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   Config cfg;
   GC_CHECK(makeConfig(o.algo, &o.params, &cfg));
   std::unique_ptr<Checker> checker;
-  if (o.check) checker = std::make_unique<Checker>(job.info, job.nranks);
+  if (o.check) {
+    checker = std::make_unique<Checker>(job.info, job.nranks);
+    param::Overrides overrides;
+    for (const auto& [name, value] : o.params) GC_CHECK(overrides.set(name, value, "--" + name));
+    GC_CHECK(checker->configure(overrides));
+  }
   algo::AllreduceArgs args;
   args.sendBuf = send;
   args.recvBuf = recv.data();
