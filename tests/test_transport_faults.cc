@@ -129,7 +129,10 @@ int stoppedRank(int rank) {
   if (s.ok()) s = t.wait(h[0]);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int rc = s.ok() ? 22 : checkFailure(rank, t, s, 2, waited);
-  if (rc == 0 && s.code() != Err::Timeout) return 23;  // a stopped process is alive: no reset
+  // A stopped process is alive: nothing may fail before the timeout. Once it
+  // has passed, rank 0 kills rank 2, so a survivor whose own timeout fires a
+  // moment later may see that death (RemoteError) instead of Timeout.
+  if (rc == 0 && s.code() != Err::Timeout && waited < kTimeoutS) return 23;
   if (rank == 0) kill(c.pids[2], SIGKILL);
   return rc;
 }
