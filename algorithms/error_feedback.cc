@@ -25,6 +25,20 @@ Status ErrorFeedbackStore::create(const param::Overrides& config,
   return Status::Ok();
 }
 
+Status ErrorFeedbackStore::createForCommunicator(std::unique_ptr<ErrorFeedbackStore>* out) {
+  param::Overrides on;
+  GC_CHECK(on.set("EF", "1", "communicator error-feedback store"));
+  return create(on, out);
+}
+
+Status ErrorFeedbackStore::forCall(ErrorFeedbackStore* store, const param::Overrides& config,
+                                   ErrorFeedbackStore** out) {
+  bool on = false;
+  GC_CHECK(config.getBool(param::Id::EF, &on));
+  *out = on ? store : nullptr;
+  return Status::Ok();
+}
+
 Status ErrorFeedbackStore::acquire(uint64_t key, size_t count, uint64_t callSeq, Entry** out) {
   *out = nullptr;
   auto it = entries_.find(key);

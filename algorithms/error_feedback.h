@@ -33,6 +33,17 @@ class ErrorFeedbackStore {
   // Reads GRADCOMP_EF, GRADCOMP_EF_DTYPE, GRADCOMP_EF_MAX_MB,
   // GRADCOMP_EF_RETIRE_CALLS through `config`.
   static Status create(const param::Overrides& config, std::unique_ptr<ErrorFeedbackStore>* out);
+  // A communicator's store when each call brings its own parameters (the
+  // public C API: gcAlgoConfigSet, bench/train --param): GRADCOMP_EF_DTYPE,
+  // _MAX_MB and _RETIRE_CALLS from the registry, always enabled; whether a
+  // call uses it is decided per call by forCall().
+  static Status createForCommunicator(std::unique_ptr<ErrorFeedbackStore>* out);
+  // The store a call with algorithm parameters `config` uses: `store` when
+  // GRADCOMP_EF is on for the call (the run's override, else the registry),
+  // else nullptr (the call runs without error feedback). This is where a
+  // per-run EF=off/on wins over the value the store was created with.
+  static Status forCall(ErrorFeedbackStore* store, const param::Overrides& config,
+                        ErrorFeedbackStore** out);
 
   bool enabled() const { return enabled_; }
   // acc[i] = residual[i] + acc[i] for the residual of `key` (zero when new).

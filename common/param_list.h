@@ -63,8 +63,10 @@
     "rbf, fft: fixed largest magnitude vmax (larger values saturate; eps follows from it). Unset: tracked per call from the data (the largest |x| over all ranks, agreed through a small exchange).") \
   X(QUANT_SEED, Int, "0", "0..2147483647",                                                 \
     "qsgd: seed of the counter-based stochastic rounding; with the call number, rank and phase it fixes every rounding, so ranks and reruns reproduce.") \
-  X(SIGN_EF, Bool, "0", "",                                                                \
-    "sign: error feedback (EF-signSGD): keep acc - scale*sign(acc) per tensor and add it to the next call (off by default: with the majority vote it destabilized training, see docs/results/quantized.md). Needs GRADCOMP_EF on.") \
+  X(SIGN_EF, Bool, "1", "",                                                                \
+    "sign: error feedback (EF-signSGD): keep acc - s_r*d per tensor (d the agreed decisions, s_r this rank's share of the block scale) and add it to the next call; it feeds back the bias of the ties-to--1 rule. Needs GRADCOMP_EF on.") \
+  X(SIGN_BLOCK, Int, "1024", "1..1073741824",                                               \
+    "sign: elements per output-scale block; each block's magnitude is the projection of the exact result onto its decisions, one fp32 share per block and rank is exchanged.") \
   X(THETA, Double, "0.85", "0..1",                                                         \
     "fft: fraction of frequency bins dropped per chunk (the rest, by energy, is sent); 0 sends every bin.") \
   X(THETA_DECAY_CALLS, Int, "0", "0..1000000000",                                          \

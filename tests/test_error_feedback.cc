@@ -3,8 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "algorithms/error_feedback.h"
+#include "gradcomp/gradcomp.h"
+#include "support/multiproc.h"
 
 using namespace gradcomp;
 using namespace gradcomp::algo;
@@ -38,7 +43,7 @@ TEST_CASE("residual = acc - contribution is added to the next call", "[ef]") {
   CHECK(ef->storeResidual(8, g.data(), nullptr, 3).code() == Err::Internal);
 }
 
-TEST_CASE("a key that changes size restarts at zero; unused keys retire", "[ef]") {
+TEST_CASE("a key that changes size restarts at zero, and unused keys retire", "[ef]") {
   auto ef = makeStore({{"EF_RETIRE_CALLS", "5"}});
   std::vector<float> acc(4, 1.0f);
   REQUIRE(ef->addResidual(1, 0, acc.data(), 4).ok());
@@ -75,7 +80,7 @@ TEST_CASE("the memory cap retires least-recently-used residuals", "[ef]") {
   CHECK(s.message().find("GRADCOMP_EF_MAX_MB") != std::string::npos);
 }
 
-TEST_CASE("bf16 residuals halve memory and round once; EF=off does nothing", "[ef]") {
+TEST_CASE("bf16 residuals halve memory and round once, and EF=off does nothing", "[ef]") {
   auto ef = makeStore({{"EF_DTYPE", "bfloat16"}});
   std::vector<float> acc = {1.0f + 1.0f / 1024, -3.0f};
   REQUIRE(ef->addResidual(3, 0, acc.data(), 2).ok());
@@ -93,4 +98,60 @@ TEST_CASE("bf16 residuals halve memory and round once; EF=off does nothing", "[e
   REQUIRE(off->storeResidual(1, x.data(), nullptr, 1).ok());
   CHECK(off->keyCount() == 0);
   CHECK(x[0] == 5);
+}
+
+TEST_CASE("forCall: the call's EF override wins over the store's creation value", "[ef]") {
+  std::unique_ptr<ErrorFeedbackStore> store;
+  REQUIRE(ErrorFeedbackStore::createForCommunicator(&store).ok());
+  CHECK(store->enabled());
+  ErrorFeedbackStore* used = nullptr;
+  param::Overrides off, on;
+  REQUIRE(off.set("EF", "off", "test").ok());
+  REQUIRE(on.set("EF", "on", "test").ok());
+  REQUIRE(ErrorFeedbackStore::forCall(store.get(), off, &used).ok());
+  CHECK(used == nullptr);
+  REQUIRE(ErrorFeedbackStore::forCall(store.get(), on, &used).ok());
+  CHECK(used == store.get());
+}
+
+namespace {
+
+// One rank of a 2-rank job through the public C API (the path of gradcomp-bench
+// and gradcomp-train): topka with k = 1 on the same input twice. With error
+// feedback the second call adds the first call's residual and selects index 8
+// (9 + 9 > 10); with EF=off set on the config it selects index 9 again.
+int efThroughApi(int rank, const char* ef) {
+  gcComm_t comm = nullptr;
+  if (gcCommInitFromEnv(&comm) != gcSuccess) return 10;
+  gcAlgoConfig_t cfg = nullptr;
+  int rc = 0;
+  if (gcAlgoConfigCreate("topka", &cfg) != gcSuccess ||
+      gcAlgoConfigSet(cfg, "DENSITY", "0.1") != gcSuccess ||
+      (ef && gcAlgoConfigSet(cfg, "EF", ef) != gcSuccess)) {
+    fprintf(stderr, "rank %d: config: %s\n", rank, gcLastError());
+    rc = 11;
+  }
+  std::vector<float> in(10), out(10);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(i + 1);
+  for (int call = 0; call < 2 && rc == 0; ++call)
+    if (gcAllreduce(in.data(), out.data(), in.size(), gcFloat32, gcSum, cfg, 5, comm) != gcSuccess)
+      rc = 12;
+  const bool efOn = !ef || std::string(ef) == "on";
+  if (rc == 0 && efOn && !(out[8] == 36.0f && out[9] == 0.0f)) rc = 13;
+  if (rc == 0 && !efOn && !(out[9] == 20.0f && out[8] == 0.0f)) rc = 14;
+  if (rc > 12) fprintf(stderr, "rank %d EF=%s: out[8]=%g out[9]=%g\n", rank, ef ? ef : "default",
+                       out[8], out[9]);
+  gcAlgoConfigDestroy(cfg);
+  if (gcCommDestroy(comm) != gcSuccess && rc == 0) rc = 15;
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("EF=off set on an algorithm config reaches the communicator's store", "[ef][mp]") {
+  for (const char* ef : {(const char*)nullptr, "off", "on"}) {
+    INFO("EF=" << (ef ? ef : "default"));
+    const auto exits = test::runRanks(2, [&](int rank) { return efThroughApi(rank, ef); }, {}, 60);
+    REQUIRE(test::allSucceeded(exits));
+  }
 }

@@ -115,6 +115,26 @@ bool lastCallIs(const Api& a, int before, const void* s, void* r, size_t n, int 
          rec.op == op && rec.comm == comm && rec.stream == stream;
 }
 
+// Occurrences of `needle` in `text`.
+int countOf(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Every number following "key": in json (null excluded); false if one is unparsable.
+bool numbersAfter(const std::string& json, const std::string& key, std::vector<double>* out) {
+  const std::string needle = "\"" + key + "\": ";
+  for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
+    const char* p = json.c_str() + at + needle.size();
+    char* end = nullptr;
+    double v = strtod(p, &end);
+    if (end == p) return false;
+    out->push_back(v);
+  }
+  return true;
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -137,7 +157,9 @@ TEST_CASE("with GRADCOMP_ALGO unset every call reaches NCCL unchanged", "[mp][nc
     CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream()) == ncclSuccess);
     CHILD_CHECK(lastCallIs(a, before, buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, fakeStream()));
     CHILD_CHECK(buf[12345] == 3.0f);
-    CHILD_CHECK(a.count("ncclAllGather") == 0);  // no exchange when off
+    // Off still takes part in the init exchange (a peer may have compression
+    // on): exactly one small allgather per communicator, nothing per call.
+    CHILD_CHECK(a.count("ncclAllGather") == 1);
     CHILD_CHECK(a.destroy(comm) == ncclSuccess && a.count("ncclCommDestroy") == 1);
     return 0;
   }, job.env({}));
@@ -220,6 +242,16 @@ TEST_CASE("eligible calls reach the executor and give NCCL's result", "[mp][nccl
     CHILD_CHECK(json.find("\"compressing\": true") != std::string::npos);
     CHILD_CHECK(json.find("\"logical_bytes\": " + std::to_string(2 * n * 4)) != std::string::npos);
     CHILD_CHECK(json.find("\"bytes_in\": " + std::to_string(n * 4)) != std::string::npos);  // 2 buckets
+    // Phase times per bucket: total, time blocked on peers, the rest.
+    std::vector<double> total, waited, compute;
+    CHILD_CHECK(numbersAfter(json, "seconds", &total) && numbersAfter(json, "comm_seconds", &waited) &&
+                numbersAfter(json, "compute_seconds", &compute));
+    CHILD_CHECK(total.size() == 2 && waited.size() == 2 && compute.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+      CHILD_CHECK(total[i] > 0 && waited[i] >= 0 && compute[i] >= 0);
+      CHILD_CHECK(waited[i] <= total[i]);
+      CHILD_CHECK(std::fabs(waited[i] + compute[i] - total[i]) <= 1e-6 * (1 + total[i]));
+    }
     return 0;
   }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_STATS", stats}}));
   REQUIRE(gradcomp::test::allSucceeded(exits));
@@ -247,6 +279,40 @@ TEST_CASE("a configuration mismatch disables compression on every rank", "[mp][n
     CHILD_CHECK(text.find("compression disabled on this communicator on every rank") != std::string::npos);
     return 0;
   }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "1M"}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
+TEST_CASE("compression on one rank and off on another: both pass through, no hang", "[mp][nccl]") {
+  Job job;
+  const std::string log = job.dir + "/stderr";
+  ncclUniqueId second = job.id;
+  second.internal[0] ^= 0x5a;  // another communicator, created inside a group
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    // Rank 0 has compression off; rank 1 on. Blocking init exchanges at init,
+    // the grouped init at its first ncclAllReduce outside a group.
+    setenv("GRADCOMP_ALGO", rank == 0 ? "off" : "oktopk", 1);
+    if (!freopen((log + std::to_string(rank)).c_str(), "w", stderr)) return 1;
+    Api a = loadApi();
+    ncclComm_t comm = nullptr, grouped = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+    CHILD_CHECK(a.groupStart() == ncclSuccess);
+    CHILD_CHECK(a.initRank(&grouped, 2, second, rank) == ncclSuccess);
+    CHILD_CHECK(a.groupEnd() == ncclSuccess);
+    for (ncclComm_t c : {comm, grouped}) {
+      std::vector<float> buf(1 << 20, float(rank + 1));  // 4 MiB: eligible on rank 1
+      int before = a.count("ncclAllReduce");
+      CHILD_CHECK(a.allReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, c, nullptr) == ncclSuccess);
+      CHILD_CHECK(lastCallIs(a, before, buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, c, nullptr));
+      CHILD_CHECK(buf[0] == 3.0f && buf[buf.size() - 1] == 3.0f);
+    }
+    CHILD_CHECK(a.destroy(grouped) == ncclSuccess && a.destroy(comm) == ncclSuccess);
+    fflush(stderr);
+    std::string text = readFile(log + std::to_string(rank));
+    // One WARN per communicator, naming the key.
+    CHILD_CHECK(countOf(text, "(2 ranks): configuration differs across ranks: key 'GRADCOMP_ALGO'") == 2);
+    CHILD_CHECK(countOf(text, "compression disabled on this communicator on every rank") == 2);
+    return 0;
+  }, job.env({}), 60);
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
 

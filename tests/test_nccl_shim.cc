@@ -78,6 +78,40 @@ TEST_CASE("the shim forwards nccl* and pnccl* to GRADCOMP_NCCL_LIBRARY", "[nccl]
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
 
+TEST_CASE("with libgradcomp.so preloaded, lookups through the shim's handle reach the interposer", "[nccl][shim]") {
+  const std::string dbl = bin("tests/nccl_double/libnccl.so.2");
+  char tmpl[] = "/tmp/gc_shim_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto exits = gradcomp::test::runRanks(1, [&](int) {
+    // LD_PRELOAD puts libgradcomp.so in the global scope before anything else.
+    void* gc = dlopen(bin("plugin/libgradcomp.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
+    CHILD_CHECK(gc != nullptr);
+    // A TensorFlow-stub-like consumer: its own handle, local scope.
+    void* shim = dlopen(bin("plugin/shim/lib/libnccl.so.2").c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* real = dlopen(dbl.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    CHILD_CHECK(shim != nullptr && real != nullptr);
+    auto count = reinterpret_cast<ncclDoubleCountFn>(dlsym(real, "ncclDoubleCount"));
+    auto init = reinterpret_cast<InitFn>(dlsym(shim, "ncclCommInitRank"));
+    auto ar = reinterpret_cast<AllReduceFn>(dlsym(shim, "ncclAllReduce"));
+    auto par = reinterpret_cast<AllReduceFn>(dlsym(shim, "pncclAllReduce"));
+    auto destroy = reinterpret_cast<ncclResult_t (*)(ncclComm_t)>(dlsym(shim, "ncclCommDestroy"));
+    CHILD_CHECK(count && init && ar && par && destroy);
+    ncclUniqueId id{};
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(init(&comm, 1, id, 0) == ncclSuccess && comm && count("ncclCommInitRank") == 1);
+    // Only the interposer issues an allgather at init (the configuration check).
+    CHILD_CHECK(count("ncclAllGather") == 1);
+    std::vector<float> buf(1000, 2.5f);
+    CHILD_CHECK(ar(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    CHILD_CHECK(par(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    CHILD_CHECK(count("ncclAllReduce") == 2 && buf[0] == 2.5f);
+    CHILD_CHECK(destroy(comm) == ncclSuccess && count("ncclCommDestroy") == 1);
+    return 0;
+  }, {{"GRADCOMP_NCCL_LIBRARY", dbl}, {"NCCL_DOUBLE_DIR", dir}});
+  (void)system(("rm -rf '" + dir + "'").c_str());
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
 TEST_CASE("the shim without a real NCCL aborts a call naming the function", "[nccl][shim]") {
   auto exits = gradcomp::test::runRanks(1, [&](int) {
     void* shim = dlopen(bin("plugin/shim/lib/libnccl.so.2").c_str(), RTLD_NOW);

@@ -4,6 +4,7 @@
 // wire bytes as the formulas say, and the non-finite fallback.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -181,10 +182,23 @@ TEST_CASE("sign: output is the central majority for P = 1..16, ties to -1", "[qu
       }
     const auto run = test::runLocal("sign", overrides({{"SIGN_EF", "0"}}), {in}, RedOp::Avg);
     REQUIRE(run.ok());
+    // Scale (one block, n < GRADCOMP_SIGN_BLOCK): the projection of the exact
+    // mean onto the decisions d, from per-rank shares <in_r, d> / n (fp64,
+    // index order, rounded to fp32 as they travel), added in rank order.
+    std::vector<double> d(n);
+    for (size_t i = 0; i < n; ++i) {
+      int positive = 0;
+      for (int r = 0; r < P; ++r) positive += in[r][i] > 0;
+      d[i] = 2 * positive > P ? 1.0 : -1.0;
+    }
     double total = 0;
-    for (int r = 0; r < P; ++r)
-      for (float v : in[r]) total += std::fabs(v);
-    const float scale = float(total / (double(P) * double(n)));
+    for (int r = 0; r < P; ++r) {
+      double dot = 0;
+      for (size_t i = 0; i < n; ++i) dot += double(in[r][i]) * d[i];
+      total += double(float(dot / double(n)));
+    }
+    const float scale = float(std::max(total, 0.0) / double(P));
+    REQUIRE(scale > 0);  // so that the sign of every output shows the decision
     for (size_t i = 0; i < n; ++i) {
       int positive = 0;
       for (int r = 0; r < P; ++r) positive += in[r][i] > 0;
@@ -206,7 +220,8 @@ TEST_CASE("sign: the seed paper's 4+4 example gives +1", "[quant][sign]") {
   for (int r = 0; r < 8; ++r) in[r] = {votes[r]};
   const auto run = test::runLocal("sign", overrides({{"SIGN_EF", "0"}}), {in}, RedOp::Avg);
   REQUIRE(run.ok());
-  for (int r = 0; r < 8; ++r) REQUIRE(run.out[0][r][0] == 1.0f);  // mean |g| = 1
+  // +1 decided; the scale is the projection of the exact mean (2/8) onto it.
+  for (int r = 0; r < 8; ++r) REQUIRE(run.out[0][r][0] == 0.25f);
 }
 
 TEST_CASE("sign: matches its reference with EF; wire bytes per step as the formula says",
@@ -214,16 +229,18 @@ TEST_CASE("sign: matches its reference with EF; wire bytes per step as the formu
   for (int P : {1, 2, 3, 4, 8, 13})
     for (size_t n : {size_t(0), size_t(1), size_t(1001)})
       for (const char* ef : {"0", "1"})
-        requireMatchesReference("sign", algo::quant::makeSignReference,
-                                overrides({{"SIGN_EF", ef}}), gaussianInputs(3, P, n, P),
-                                P % 2 ? RedOp::Sum : RedOp::Avg);
+        for (const char* block : {"1024", "7"})  // one block; many, the last one partial
+          requireMatchesReference("sign", algo::quant::makeSignReference,
+                                  overrides({{"SIGN_EF", ef}, {"SIGN_BLOCK", block}}),
+                                  gaussianInputs(3, P, n, P), P % 2 ? RedOp::Sum : RedOp::Avg);
   for (int P = 2; P <= 16; ++P) {
     const size_t n = 20011;
     const auto run = test::runLocal("sign", overrides({}), gaussianInputs(1, P, n, 1), RedOp::Sum);
     REQUIRE(run.ok());
     for (int r = 0; r < P; ++r) {
       auto size = [&](int c) { return algo::quant::chunkRange(n, P, ((c % P) + P) % P, 1).size; };
-      uint64_t want = 24 * uint64_t(P - 1);
+      // stats, and one fp32 scale share per 1024-element block
+      uint64_t want = (24 + 4 * ((n + 1023) / 1024)) * uint64_t(P - 1);
       for (int i = 1; i < P; ++i) {
         const int bits = int(std::ceil(std::log2(double(i + 1))));
         want += (size(r - i) * bits + 7) / 8;
@@ -231,6 +248,60 @@ TEST_CASE("sign: matches its reference with EF; wire bytes per step as the formu
       for (int s = 0; s < P - 1; ++s) want += (size(r - s) + 7) / 8;
       INFO("P=" << P << " rank " << r);
       REQUIRE(run.sent[0][r] == want);
+    }
+  }
+}
+
+TEST_CASE("sign: the output is never longer than the exact result", "[quant][sign]") {
+  for (int P : {2, 3, 4, 8}) {
+    const size_t n = 4099;
+    const auto in = gaussianInputs(1, P, n, 40 + P);
+    const auto run = test::runLocal("sign", overrides({{"SIGN_EF", "0"}}), in, RedOp::Sum);
+    REQUIRE(run.ok());
+    double out2 = 0, exact2 = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double e = 0;
+      for (int r = 0; r < P; ++r) e += in[0][r][i];
+      exact2 += e * e;
+      out2 += double(run.out[0][0][i]) * run.out[0][0][i];
+    }
+    INFO("P=" << P << " |out| " << std::sqrt(out2) << " |exact| " << std::sqrt(exact2));
+    REQUIRE(out2 > 0);
+    REQUIRE(out2 <= exact2 * (1 + 1e-6));
+  }
+}
+
+TEST_CASE("sign: with EF, ties and all-zero coordinates do not drift", "[quant][sign]") {
+  // P = 4, 40 calls. Elements 0..15 carry a common positive signal (so the
+  // scale is positive); 16..31 are exact 2:2 ties whose sides swap every call
+  // (mean 0 per rank over time); 32..47 are 0 on every rank. Ties and zeros
+  // are decided -1, so without EF they move by -S every call; with EF the
+  // residual (measured against the decision) pushes them back.
+  const int P = 4, calls = 40;
+  const size_t n = 48;
+  std::vector<Buffers> in(calls, Buffers(P, std::vector<float>(n, 0.0f)));
+  for (int c = 0; c < calls; ++c)
+    for (int r = 0; r < P; ++r)
+      for (size_t i = 0; i < 32; ++i)
+        in[c][r][i] = i < 16 ? 1.0f : (((r + c) % 2) ? 0.5f : -0.5f) * (r < 2 ? 1 : -1);
+  for (const char* ef : {"0", "1"}) {
+    const auto run = test::runLocal("sign", overrides({{"SIGN_EF", ef}}), in, RedOp::Avg);
+    REQUIRE(run.ok());
+    double maxScale = 0, tieDrift = 0, zeroDrift = 0;
+    for (int c = 0; c < calls; ++c) {
+      maxScale = std::max(maxScale, double(std::fabs(run.out[c][0][0])));
+      for (size_t i = 16; i < 32; ++i) tieDrift += run.out[c][0][i] / 16.0;
+      for (size_t i = 32; i < 48; ++i) zeroDrift += run.out[c][0][i] / 16.0;
+    }
+    INFO("EF " << ef << " max S " << maxScale << " tie drift " << tieDrift << " zero drift "
+               << zeroDrift);
+    REQUIRE(maxScale > 0);
+    if (ef[0] == '0') {
+      REQUIRE(tieDrift < -0.2 * calls * maxScale);
+      REQUIRE(zeroDrift < -0.2 * calls * maxScale);
+    } else {
+      REQUIRE(std::fabs(tieDrift) <= 3 * maxScale);
+      REQUIRE(std::fabs(zeroDrift) <= 3 * maxScale);
     }
   }
 }

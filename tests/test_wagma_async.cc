@@ -7,6 +7,7 @@
 // every group's W_sum from the reports and checks every rank's output against
 // Algorithm 2's rule (W_sum / c, or (W_sum + fresh) / (c + 1) when stale).
 #include <catch2/catch.hpp>
+#include <atomic>
 
 #include <chrono>
 #include <cmath>
@@ -171,14 +172,21 @@ TEST_CASE("wagma wait-avoiding: a rank forced late takes the stale path", "[wagm
   // Ranks 0 and 2 hold back from call 4 until then: their activations for
   // version 4 would otherwise run version 3 early everywhere (an activation
   // for w runs every pending version below w), making rank 3 stale as well.
+  // The hooks run on rank threads, where Catch2 assertions are not
+  // thread-safe: count failed waits there, assert after the threads joined.
   Flags flags;
+  std::atomic<int> missedWaits{0};
+  auto waitOrCount = [&](int rank, int call) {
+    if (!flags.waitFor(rank, call)) missedWaits.fetch_add(1);
+  };
   auto recs = runLocal(4, 1024, 6,
                        [&](int r, int t) {
-                         if (r == 1 && t == 3) REQUIRE(flags.waitFor(3, 3));
-                         if (r == 3 && t == 3) REQUIRE(flags.waitFor(1, 2));
-                         if ((r == 0 || r == 2) && t == 4) REQUIRE(flags.waitFor(3, 3));
+                         if (r == 1 && t == 3) waitOrCount(3, 3);
+                         if (r == 3 && t == 3) waitOrCount(1, 2);
+                         if ((r == 0 || r == 2) && t == 4) waitOrCount(3, 3);
                        },
                        [&](int r, int t) { flags.set(r, t); });
+  REQUIRE(missedWaits.load() == 0);
   const CallReport& late = recs[1][3].rep;
   CHECK_FALSE(late.fresh);
   CHECK(late.contributed == 2);

@@ -162,6 +162,7 @@ class LocalTransport final : public Transport {
   }
 
   Status waitAll(const Handle* handles, size_t n, size_t* bytes) override {
+    WaitClock waitClock(*this);
     std::unique_lock<std::mutex> lock(fabric_->mu);
     if (!broken_.ok()) return failLocked(broken_, handles, n);
     for (size_t i = 0; i < n; ++i)

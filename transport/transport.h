@@ -16,8 +16,11 @@
 //   naming the peer; a dead peer fails with Err::RemoteError naming it. After an
 //   error the transport is broken: every later call fails with that first error.
 // - Counters count payload bytes of completed messages per peer.
+// - waitSeconds() is the time callers spent blocked in waitAll (wait and
+//   sendRecv included): the communication part of a collective's time.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -66,6 +69,29 @@ class Transport {
   Status sendRecv(int dst, const void* sendBuf, size_t sendBytes, int src, void* recvBuf,
                   size_t recvCapacity, uint64_t tag, size_t* recvBytes = nullptr);
   PeerCounters totalCounters() const;
+  // Seconds spent inside waitAll since creation; monotonic (resetCounters
+  // leaves it). Read deltas around a call from the thread driving the transport.
+  double waitSeconds() const { return waitSeconds_; }
+
+ protected:
+  // Opened at the top of every implementation's waitAll.
+  class WaitClock {
+   public:
+    explicit WaitClock(Transport& t) : t_(t), start_(std::chrono::steady_clock::now()) {}
+    ~WaitClock() {
+      t_.waitSeconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+    WaitClock(const WaitClock&) = delete;
+    WaitClock& operator=(const WaitClock&) = delete;
+
+   private:
+    Transport& t_;
+    std::chrono::steady_clock::time_point start_;
+  };
+
+ private:
+  double waitSeconds_ = 0;
 };
 
 }  // namespace gradcomp::transport

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -48,6 +49,14 @@ Status context(ContextKind kind, ucp_context_h* out) {
   }
   // A context inherited from the parent across fork() is abandoned, not
   // cleaned up: its resources belong to the parent.
+  if (kind == ContextKind::Bootstrap) {
+    // The bootstrap listener is re-created on the same port by every new
+    // communicator; without SO_REUSEADDR the bind fails while connections of
+    // the previous one sit in TIME_WAIT. UCX 1.13 takes this setting only
+    // from the environment (ucp_config_modify rejects it), and a user's own
+    // value wins (overwrite = 0).
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+  }
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   GC_REQUIRE(st == UCS_OK, Err::SystemError,

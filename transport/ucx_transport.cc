@@ -91,6 +91,7 @@ class UcxTransport final : public Transport {
   }
 
   Status waitAll(const Handle* handles, size_t n, size_t* bytes) override {
+    WaitClock waitClock(*this);
     if (!broken_.ok()) return fail(broken_, handles, n);
     std::vector<Op*> ops(n);
     for (size_t i = 0; i < n; ++i) {

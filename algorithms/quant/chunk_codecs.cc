@@ -27,7 +27,7 @@ Status MaxMinCodec::decode(device::Backend& dev, const uint8_t* in, size_t count
   thread_local std::vector<float> meta;  // per thread: no allocation per call
   meta.resize(2 * device::maxMinBuckets(count, bucket_));
   const size_t metaBytes = meta.size() * sizeof(float);
-  std::memcpy(meta.data(), in, metaBytes);
+  if (metaBytes) std::memcpy(meta.data(), in, metaBytes);  // count 0: meta.data() may be null
   device::MaxMinSpec spec{bits_, bucket_, 0};
   Status s = dev.dequantizeMaxMin(meta.data(), in + metaBytes, count, spec, dst, accumulate);
   if (s.code() == Err::RemoteError)

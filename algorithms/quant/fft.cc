@@ -19,8 +19,7 @@
 #include "algorithms/quant/code_exchange.h"
 #include "algorithms/quant/fft_payload.h"
 #include "algorithms/quant/quant_algorithms.h"
-#include "algorithms/quant/quant_common.h"
-#include "common/log.h"
+#include "algorithms/quant/quant_frame.h"
 
 namespace gradcomp::algo::quant {
 namespace {
@@ -69,18 +68,20 @@ Status inverseTo(device::Backend& dev, const FftLayout& l, const std::vector<flo
   return Status::Ok();
 }
 
-class Fft final : public Algorithm {
+class Fft final : public QuantAlgorithm {
  public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    GC_CHECK(checkArgs(kName, args));
-    if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
-    FftConfig cfg;
-    GC_CHECK(readConfig(ctx.config, &cfg));
+  Fft() : QuantAlgorithm(kName) {}
+
+ private:
+  Status configure(const param::Overrides& config, int nranks, FramePlan* plan) override {
+    GC_CHECK(readConfig(config, &cfg_));
+    plan->growth = growthFor(cfg_, nranks);
+    return Status::Ok();
+  }
+  Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
+              float* contribution) override {
     const int P = ctx.net.size(), r = ctx.net.rank();
-    CallState& st = st_;
-    GC_CHECK(beginCall(ctx, args, true, growthFor(cfg, P), &calls_, &st));
-    if (st.fallback) return fallbackCall(ctx, args, &st, &ws_);
-    const FftLayout l = layoutFor(cfg, args.count, st.call);
+    const FftLayout l = layoutFor(cfg_, args.count, st.call);
     const size_t bytes = fftPayloadBytes(l);
     std::vector<std::vector<uint8_t>>& payload = ws_.recv;
     payload.resize(P);
@@ -96,90 +97,64 @@ class Fft final : public Algorithm {
                          "FFT payload allgather"));
     const size_t bins = device::fftBinCount(l.n, l.chunk);
     std::vector<float>& spectrum = ws_.spectrum;
-    std::vector<float>& out = ws_.out;
-    std::vector<float>& contribution = ws_.contribution;
     spectrum.assign(2 * bins, 0.0f);
-    out.resize(args.count);
     for (int s = 0; s < P; ++s) GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[s].data(), s, spectrum.data()));
-    GC_CHECK(inverseTo(ctx.dev, l, spectrum, args.op, P, out.data()));
-    if (st.errorFeedback) {
+    GC_CHECK(inverseTo(ctx.dev, l, spectrum, args.op, P, out));
+    if (contribution) {
       std::vector<float>& own = ws_.own;
       own.assign(2 * bins, 0.0f);
       GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[r].data(), r, own.data()));
-      contribution.resize(args.count);
-      GC_CHECK(ctx.dev.fftInverse(own.data(), l.n, l.chunk, contribution.data()));
+      GC_CHECK(ctx.dev.fftInverse(own.data(), l.n, l.chunk, contribution));
     }
-    return endCall(ctx, args, &st, out.data(), st.errorFeedback ? contribution.data() : nullptr);
-  }
-
- private:
-  CallCounter calls_;
-  CallState st_;
-  Workspace ws_;
-};
-
-class FftReference final : public Reference {
- public:
-  // Bench flags reach the reference here (registry values until called).
-  Status configure(const param::Overrides& config) override { return init(ranks_->size(), config); }
-  Status init(int nranks, const param::Overrides& config) {
-    GC_CHECK(readConfig(config, &cfg_));
-    return CentralRanks::create(nranks, config, &ranks_);
-  }
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    GC_CHECK(checkArgs("fft reference", args, false));
-    if (args.count == 0) {
-      expected->clear();
-      tolerance->clear();
-      return Status::Ok();
-    }
-    device::Backend& dev = device::cpuBackend();
-    const int P = ranks_->size();
-    std::vector<std::vector<float>> acc, contribution(P);
-    std::vector<device::AbsStats> stats;
-    bool fallback = false;
-    uint64_t call = 0;
-    GC_CHECK(ranks_->begin(inputs, args, true, growthFor(cfg_, P), &acc, &stats, &fallback, &call));
-    std::vector<float> out(args.count);
-    if (fallback) {
-      GC_CHECK(ranks_->fallback(acc, args, true, &out));
-    } else {
-      const FftLayout l = layoutFor(cfg_, args.count, call);
-      const size_t bins = device::fftBinCount(l.n, l.chunk);
-      std::vector<uint8_t> payload(fftPayloadBytes(l));
-      std::vector<float> spectrum(2 * bins, 0.0f), own;
-      for (int s = 0; s < P; ++s) {
-        GC_CHECK(fftEncode(dev, l, acc[s].data(), payload.data()));
-        GC_CHECK(fftDecodeAdd(dev, l, payload.data(), s, spectrum.data()));
-        own.assign(2 * bins, 0.0f);
-        GC_CHECK(fftDecodeAdd(dev, l, payload.data(), s, own.data()));
-        contribution[s].resize(args.count);
-        GC_CHECK(dev.fftInverse(own.data(), l.n, l.chunk, contribution[s].data()));
-      }
-      GC_CHECK(inverseTo(dev, l, spectrum, args.op, P, out.data()));
-      GC_CHECK(ranks_->end(args, true, acc, contribution));
-    }
-    // Same plans, same operations, same order: bit-exact in practice. The
-    // tolerance (1e-6 of the largest |result|) only allows for an FFT library
-    // that picks different kernels in the two processes.
-    fillExpected(out, fallback ? 0.0 : 1e-6, expected, tolerance);
     return Status::Ok();
   }
 
- private:
   FftConfig cfg_;
-  std::unique_ptr<CentralRanks> ranks_;
+};
+
+class FftReference final : public QuantReference {
+ public:
+  FftReference() : QuantReference(kName) {}
+
+ private:
+  Status loadConfig(const param::Overrides& config) override {
+    return readConfig(config, &cfg_);
+  }
+  FramePlan plan(int nranks) const override { return {true, growthFor(cfg_, nranks)}; }
+  Status step(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+              const std::vector<device::AbsStats>&, uint64_t call, std::vector<float>* out,
+              std::vector<std::vector<float>>* contribution, double* relTolerance) override {
+    device::Backend& dev = device::cpuBackend();
+    const int P = int(acc.size());
+    const FftLayout l = layoutFor(cfg_, args.count, call);
+    const size_t bins = device::fftBinCount(l.n, l.chunk);
+    std::vector<uint8_t> payload(fftPayloadBytes(l));
+    std::vector<float> spectrum(2 * bins, 0.0f), own;
+    contribution->assign(P, std::vector<float>(args.count));
+    for (int s = 0; s < P; ++s) {
+      GC_CHECK(fftEncode(dev, l, acc[s].data(), payload.data()));
+      GC_CHECK(fftDecodeAdd(dev, l, payload.data(), s, spectrum.data()));
+      own.assign(2 * bins, 0.0f);
+      GC_CHECK(fftDecodeAdd(dev, l, payload.data(), s, own.data()));
+      GC_CHECK(dev.fftInverse(own.data(), l.n, l.chunk, (*contribution)[s].data()));
+    }
+    out->resize(args.count);
+    GC_CHECK(inverseTo(dev, l, spectrum, args.op, P, out->data()));
+    // Same plans, same operations, same order: bit-exact in practice. The
+    // tolerance (1e-6 of the largest |result|) only allows for an FFT library
+    // that picks different kernels in the two processes.
+    *relTolerance = 1e-6;
+    return Status::Ok();
+  }
+
+  FftConfig cfg_;
 };
 
 }  // namespace
 
 Status makeFftReference(int nranks, const param::Overrides& config,
                         std::unique_ptr<Reference>* out) {
-  auto ref = std::make_unique<FftReference>();
-  GC_CHECK(ref->init(nranks, config));
-  *out = std::move(ref);
-  return Status::Ok();
+  return makeQuantReference<FftReference>(nranks, config, out);
 }
 
 GC_REGISTER_ALGORITHM(
@@ -189,11 +164,6 @@ GC_REGISTER_ALGORITHM(
           {param::Id::THETA, param::Id::THETA_DECAY_CALLS, param::Id::FFT_CHUNK, param::Id::BITS,
            param::Id::RBF_MANTISSA, param::Id::RBF_VMAX},
           [] { return std::unique_ptr<Algorithm>(new Fft()); },
-          [](int nranks) {
-            std::unique_ptr<Reference> ref;
-            Status s = makeFftReference(nranks, param::Overrides{}, &ref);
-            if (!s.ok()) GC_WARN("fft reference: %s", s.toString().c_str());
-            return ref;
-          }});
+          [](int nranks) { return registryReference<FftReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant

@@ -13,8 +13,7 @@
 
 #include "algorithms/quant/chunk_codecs.h"
 #include "algorithms/quant/quant_algorithms.h"
-#include "algorithms/quant/quant_common.h"
-#include "common/log.h"
+#include "algorithms/quant/quant_frame.h"
 
 namespace gradcomp::algo::quant {
 namespace {
@@ -43,85 +42,52 @@ Status readConfig(const param::Overrides& config, QsgdConfig* out) {
 // A sum of P values each at most maxAbs stays below P * maxAbs.
 double growthFor(int P) { return double(P); }
 
-class Qsgd final : public Algorithm {
+class Qsgd final : public QuantAlgorithm {
  public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    GC_CHECK(checkArgs(kName, args));
-    if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
-    QsgdConfig cfg;
-    GC_CHECK(readConfig(ctx.config, &cfg));
-    CallState& st = st_;
-    GC_CHECK(beginCall(ctx, args, true, growthFor(ctx.net.size()), &calls_, &st));
-    if (st.fallback) return fallbackCall(ctx, args, &st, &ws_);
-    MaxMinCodec codec(cfg.bits, cfg.bucket);
-    std::vector<float>& out = ws_.out;
-    std::vector<float>& contribution = ws_.contribution;
-    out.resize(args.count);
-    contribution.resize(st.errorFeedback ? args.count : 0);
-    GC_CHECK(exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg.seed, st.call}, args.op,
-                           st.acc.data(), args.count, out.data(),
-                           st.errorFeedback ? contribution.data() : nullptr, 1, &ws_));
-    return endCall(ctx, args, &st, out.data(), st.errorFeedback ? contribution.data() : nullptr);
-  }
+  Qsgd() : QuantAlgorithm(kName) {}
 
  private:
-  CallCounter calls_;
-  CallState st_;
-  Workspace ws_;
+  Status configure(const param::Overrides& config, int nranks, FramePlan* plan) override {
+    GC_CHECK(readConfig(config, &cfg_));
+    plan->growth = growthFor(nranks);
+    return Status::Ok();
+  }
+  Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
+              float* contribution) override {
+    MaxMinCodec codec(cfg_.bits, cfg_.bucket);
+    return exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op,
+                         st.acc.data(), args.count, out, contribution, 1, &ws_);
+  }
+
+  QsgdConfig cfg_;
 };
 
 // Same encodings, same seeds, same fp32 operations: results are bit-exact.
-class QsgdReference final : public Reference {
+class QsgdReference final : public QuantReference {
  public:
-  static Status create(int nranks, const param::Overrides& config, std::unique_ptr<Reference>* out) {
-    auto ref = std::make_unique<QsgdReference>();
-    GC_CHECK(readConfig(config, &ref->cfg_));
-    GC_CHECK(CentralRanks::create(nranks, config, &ref->ranks_));
-    *out = std::move(ref);
-    return Status::Ok();
-  }
-  // Bench flags reach the reference here (registry values until called).
-  Status configure(const param::Overrides& config) override {
-    GC_CHECK(readConfig(config, &cfg_));
-    return CentralRanks::create(ranks_->size(), config, &ranks_);
-  }
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    GC_CHECK(checkArgs("qsgd reference", args, false));
-    if (args.count == 0) {
-      expected->clear();
-      tolerance->clear();
-      return Status::Ok();
-    }
-    std::vector<std::vector<float>> acc, contribution;
-    std::vector<device::AbsStats> stats;
-    bool fallback = false;
-    uint64_t call = 0;
-    GC_CHECK(ranks_->begin(inputs, args, true, growthFor(ranks_->size()), &acc, &stats,
-                           &fallback, &call));
-    std::vector<float> out;
-    if (fallback) {
-      GC_CHECK(ranks_->fallback(acc, args, true, &out));
-    } else {
-      MaxMinCodec codec(cfg_.bits, cfg_.bucket);
-      GC_CHECK(simulateExchange(device::cpuBackend(), codec, codec, ExchangeSeeds{cfg_.seed, call},
-                                args.op, acc, &out, &contribution));
-      GC_CHECK(ranks_->end(args, true, acc, contribution));
-    }
-    fillExpected(out, 0.0, expected, tolerance);
-    return Status::Ok();
-  }
+  QsgdReference() : QuantReference(kName) {}
 
  private:
+  Status loadConfig(const param::Overrides& config) override {
+    return readConfig(config, &cfg_);
+  }
+  FramePlan plan(int nranks) const override { return {true, growthFor(nranks)}; }
+  Status step(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+              const std::vector<device::AbsStats>&, uint64_t call, std::vector<float>* out,
+              std::vector<std::vector<float>>* contribution, double*) override {
+    MaxMinCodec codec(cfg_.bits, cfg_.bucket);
+    return simulateExchange(device::cpuBackend(), codec, codec, ExchangeSeeds{cfg_.seed, call},
+                            args.op, acc, out, contribution);
+  }
+
   QsgdConfig cfg_;
-  std::unique_ptr<CentralRanks> ranks_;
 };
 
 }  // namespace
 
 Status makeQsgdReference(int nranks, const param::Overrides& config,
                          std::unique_ptr<Reference>* out) {
-  return QsgdReference::create(nranks, config, out);
+  return makeQuantReference<QsgdReference>(nranks, config, out);
 }
 
 GC_REGISTER_ALGORITHM(
@@ -130,11 +96,6 @@ GC_REGISTER_ALGORITHM(
            "allgather of re-quantized sums",
            {param::Id::BITS, param::Id::BUCKET, param::Id::QUANT_SEED},
            [] { return std::unique_ptr<Algorithm>(new Qsgd()); },
-           [](int nranks) {
-             std::unique_ptr<Reference> ref;
-             Status s = QsgdReference::create(nranks, param::Overrides{}, &ref);
-             if (!s.ok()) GC_WARN("qsgd reference: %s", s.toString().c_str());
-             return ref;
-           }});
+           [](int nranks) { return registryReference<QsgdReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant

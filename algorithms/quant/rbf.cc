@@ -13,8 +13,7 @@
 
 #include "algorithms/quant/chunk_codecs.h"
 #include "algorithms/quant/quant_algorithms.h"
-#include "algorithms/quant/quant_common.h"
-#include "common/log.h"
+#include "algorithms/quant/quant_frame.h"
 
 namespace gradcomp::algo::quant {
 namespace {
@@ -43,83 +42,53 @@ double agreedVmax(const RbfConfig& cfg, const std::vector<device::AbsStats>& sta
   return v;
 }
 
-class Rbf final : public Algorithm {
+class Rbf final : public QuantAlgorithm {
  public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    GC_CHECK(checkArgs(kName, args));
-    if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
-    RbfConfig cfg;
-    GC_CHECK(readConfig(ctx.config, &cfg));
-    CallState& st = st_;
-    GC_CHECK(beginCall(ctx, args, true, double(ctx.net.size()), &calls_, &st));
-    if (st.fallback) return fallbackCall(ctx, args, &st, &ws_);
-    RbfCodec phase1(cfg.bits, cfg.mantissa, agreedVmax(cfg, st.stats));
-    RbfCodec phase2(cfg.bits, cfg.mantissa, 0.0);
-    std::vector<float>& out = ws_.out;
-    std::vector<float>& contribution = ws_.contribution;
-    out.resize(args.count);
-    contribution.resize(st.errorFeedback ? args.count : 0);
-    GC_CHECK(exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op,
-                           st.acc.data(), args.count, out.data(),
-                           st.errorFeedback ? contribution.data() : nullptr, 1, &ws_));
-    return endCall(ctx, args, &st, out.data(), st.errorFeedback ? contribution.data() : nullptr);
-  }
+  Rbf() : QuantAlgorithm(kName) {}
 
  private:
-  CallCounter calls_;
-  CallState st_;
-  Workspace ws_;
-};
-
-class RbfReference final : public Reference {
- public:
-  // Bench flags reach the reference here (registry values until called).
-  Status configure(const param::Overrides& config) override { return init(ranks_->size(), config); }
-  Status init(int nranks, const param::Overrides& config) {
+  Status configure(const param::Overrides& config, int nranks, FramePlan* plan) override {
     GC_CHECK(readConfig(config, &cfg_));
-    return CentralRanks::create(nranks, config, &ranks_);
-  }
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    GC_CHECK(checkArgs("rbf reference", args, false));
-    if (args.count == 0) {
-      expected->clear();
-      tolerance->clear();
-      return Status::Ok();
-    }
-    std::vector<std::vector<float>> acc, contribution;
-    std::vector<device::AbsStats> stats;
-    bool fallback = false;
-    uint64_t call = 0;
-    GC_CHECK(ranks_->begin(inputs, args, true, double(ranks_->size()), &acc, &stats, &fallback,
-                           &call));
-    std::vector<float> out;
-    if (fallback) {
-      GC_CHECK(ranks_->fallback(acc, args, true, &out));
-    } else {
-      RbfCodec phase1(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, stats));
-      RbfCodec phase2(cfg_.bits, cfg_.mantissa, 0.0);
-      GC_CHECK(simulateExchange(device::cpuBackend(), phase1, phase2, ExchangeSeeds{0, call},
-                                args.op, acc, &out, &contribution));
-      GC_CHECK(ranks_->end(args, true, acc, contribution));
-    }
-    fillExpected(out, 0.0, expected, tolerance);
+    plan->growth = double(nranks);
     return Status::Ok();
   }
+  Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
+              float* contribution) override {
+    RbfCodec phase1(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, st.stats));
+    RbfCodec phase2(cfg_.bits, cfg_.mantissa, 0.0);
+    return exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op, st.acc.data(),
+                         args.count, out, contribution, 1, &ws_);
+  }
+
+  RbfConfig cfg_;
+};
+
+class RbfReference final : public QuantReference {
+ public:
+  RbfReference() : QuantReference(kName) {}
 
  private:
+  Status loadConfig(const param::Overrides& config) override {
+    return readConfig(config, &cfg_);
+  }
+  FramePlan plan(int nranks) const override { return {true, double(nranks)}; }
+  Status step(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+              const std::vector<device::AbsStats>& stats, uint64_t call, std::vector<float>* out,
+              std::vector<std::vector<float>>* contribution, double*) override {
+    RbfCodec phase1(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, stats));
+    RbfCodec phase2(cfg_.bits, cfg_.mantissa, 0.0);
+    return simulateExchange(device::cpuBackend(), phase1, phase2, ExchangeSeeds{0, call}, args.op,
+                            acc, out, contribution);
+  }
+
   RbfConfig cfg_;
-  std::unique_ptr<CentralRanks> ranks_;
 };
 
 }  // namespace
 
 Status makeRbfReference(int nranks, const param::Overrides& config,
                         std::unique_ptr<Reference>* out) {
-  auto ref = std::make_unique<RbfReference>();
-  GC_CHECK(ref->init(nranks, config));
-  *out = std::move(ref);
-  return Status::Ok();
+  return makeQuantReference<RbfReference>(nranks, config, out);
 }
 
 GC_REGISTER_ALGORITHM(
@@ -128,11 +97,6 @@ GC_REGISTER_ALGORITHM(
           "allgather of re-encoded sums",
           {param::Id::BITS, param::Id::RBF_MANTISSA, param::Id::RBF_VMAX},
           [] { return std::unique_ptr<Algorithm>(new Rbf()); },
-          [](int nranks) {
-            std::unique_ptr<Reference> ref;
-            Status s = makeRbfReference(nranks, param::Overrides{}, &ref);
-            if (!s.ok()) GC_WARN("rbf reference: %s", s.toString().c_str());
-            return ref;
-          }});
+          [](int nranks) { return registryReference<RbfReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant

@@ -2,27 +2,48 @@
 // signs of acc (bit = acc > 0; 0, -0 and NaN vote negative). Counts of
 // positive votes travel around a ring reduce-scatter: at step i (1-based) the
 // forwarded counts cover i ranks and use ceil(log2(i+1)) bits per element;
-// the owner decides +1 iff count > P/2 (ties go to -1) and a ring allgather
-// spreads the 1-bit decisions. Output: +-S with
-//   scale = sum over ranks of sum|acc_r| / (P * n)   (mean |acc|, fp64, rank
-//           order, rounded to fp32 once; agreed through the stats exchange),
-//   S = scale for avg, P * scale for sum.
-// EF-signSGD (GRADCOMP_SIGN_EF, off by default): rank r keeps
-// acc_r - s_r * sign(acc_r), s_r = sum|acc_r| / n, its own vote's error.
+// the owner decides d = +1 iff count > P/2 (ties go to -1) and a ring
+// allgather spreads the 1-bit decisions.
+//
+// Output scale, per block of B = GRADCOMP_SIGN_BLOCK elements (the
+// projection of the exact result onto d): once every rank holds d in
+// {+1,-1}^n, rank r computes for each block b its share
+//   s_rb = <acc_r, d>_b / |b|     (fp64, index order, sent as fp32)
+// and one more small exchange gives every rank every share:
+//   T_b = sum_r s_rb (fp64, rank order);  S_b = max(T_b, 0) for sum,
+//   max(T_b, 0) / P for avg, rounded to fp32 once;  out_i = S_b * d_i.
+// S_b d_b is the multiple of d_b closest (L2) to the exact result on block b,
+// so |out_b| = <exact_b, d_b> / sqrt|b| <= |exact_b|: a block never moves
+// further than the exact sum would move it, and coordinates where the votes
+// cancel (ties, noise, all-zero gradients) add nothing to S_b. The earlier
+// scale, mean|acc| of all ranks on every element, gave every coordinate the
+// same step whatever the votes agreed on and diverged in training
+// (docs/results/quantized.md). T_b <= 0 (d_b useless) gives S_b = 0.
+// Shares are computed on the host: acc is this object's std::vector.
+//
+// EF-signSGD (GRADCOMP_SIGN_EF, default on): rank r's contribution on block
+// b is s_rb * d_b (0 when T_b <= 0), so the contributions add up to the
+// sum's output and the residual acc_r - s_rb d_b is orthogonal to d_b. It is
+// measured against the agreed decision, not the rank's own vote: what the
+// majority and its tie rule got wrong comes back in the next call (a 2:2 tie
+// decided -1 leaves +s_rb in every rank's residual). At P = 1 with one
+// block, d = sign(acc) and s = |acc|_1 / n: EF-signSGD (Karimireddy et al.).
 //
 // Wire bytes per rank (chunk c holds n_c elements, chunks split n evenly):
 //   24 (P-1)                                    stats exchange
 // + sum_{i=1}^{P-1} ceil(n_{(r-i) mod P} * ceil(log2(i+1)) / 8)   counts
 // + sum_{s=0}^{P-2} ceil(n_{(r-s) mod P} / 8)                     decisions
+// + 4 ceil(n / B) (P-1)                         scale shares
 // about n/8 * (sum_i ceil(log2(i+1)) + P - 1) / P bytes: for P = 2^k that is
-// the paper's log2 P-type growth instead of 2 * 4n (P-1)/P for dense.
+// the paper's log2 P-type growth instead of 2 * 4n (P-1)/P for dense; the
+// shares add 32 (P-1) / B bits per element (P = 4, B = 1024: +4.7%).
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "algorithms/quant/code_exchange.h"
 #include "algorithms/quant/quant_algorithms.h"
-#include "algorithms/quant/quant_common.h"
-#include "common/log.h"
+#include "algorithms/quant/quant_frame.h"
 
 namespace gradcomp::algo::quant {
 namespace {
@@ -42,55 +63,113 @@ Status readEf(const param::Overrides& config, bool* ef) {
   return config.getBool(param::Id::SIGN_EF, ef);
 }
 
-// Decision magnitude agreed by all ranks (identical arithmetic everywhere).
-float outputScale(const std::vector<device::AbsStats>& stats, size_t n, RedOp op) {
-  const int P = int(stats.size());
-  double total = 0;
-  for (const device::AbsStats& s : stats) total += s.sumAbs;
-  const float scale = n ? float(total / (double(P) * double(n))) : 0.0f;
-  return op == RedOp::Sum ? float(double(scale) * P) : scale;
-}
+// Blocks of the decision vector that get their own scale.
+size_t blockCount(size_t n, size_t block) { return (n + block - 1) / block; }
 
-float ownScale(const device::AbsStats& s, size_t n) { return n ? float(s.sumAbs / double(n)) : 0.0f; }
-
-// contribution = +-s_r by acc's own votes.
-Status ownContribution(device::Backend& dev, const float* acc, size_t n, float s, float* out) {
-  thread_local std::vector<uint8_t> votes;  // per thread: no allocation per call
-  votes.resize(device::packedBytes(n, 1));
-  GC_CHECK(dev.signPack(acc, n, votes.data()));
-  return dev.signExpand(votes.data(), n, s, -s, out);
-}
-
-class Sign final : public Algorithm {
- public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    GC_CHECK(checkArgs(kName, args));
-    if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
-    bool ef = false;
-    GC_CHECK(readEf(ctx.config, &ef));
-    CallState& st = st_;
-    GC_CHECK(beginCall(ctx, args, ef, double(ctx.net.size()), &calls_, &st));
-    if (st.fallback) return fallbackCall(ctx, args, &st, &ws_);
-    const size_t n = args.count;
-    std::vector<uint8_t>& decisions = ws_.bytes;
-    std::vector<float>& out = ws_.out;
-    std::vector<float>& contribution = ws_.contribution;
-    out.resize(n);
-    GC_CHECK(ring(ctx, st.acc.data(), n, &decisions));
-    const float S = outputScale(st.stats, n, args.op);
-    for (int c = 0; c < ctx.net.size(); ++c) {
-      const ChunkRange ch = chunkRange(n, ctx.net.size(), c, 1);
-      GC_CHECK(ctx.dev.signExpand(&decisions[offsets_[c]], ch.size, S, -S, out.data() + ch.begin));
-    }
-    if (st.errorFeedback) {
-      contribution.resize(n);
-      GC_CHECK(ownContribution(ctx.dev, st.acc.data(), n, ownScale(st.stats[ctx.net.rank()], n),
-                               contribution.data()));
-    }
-    return endCall(ctx, args, &st, out.data(), st.errorFeedback ? contribution.data() : nullptr);
+// shares[b] = <acc, d>_b / |b| over block b, d[i] = +-1 (fp64, index order:
+// every rank and the reference add in the same order), rounded to fp32 (the
+// wire format).
+void sharesOf(const float* acc, const float* d, size_t n, size_t block, float* shares) {
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+    const size_t end = std::min(n, begin + block);
+    double dot = 0;
+    for (size_t i = begin; i < end; ++i) dot += double(acc[i]) * double(d[i]);
+    shares[b] = float(dot / double(end - begin));
   }
+}
+
+// all[r * blocks + b]: rank r's share of block b.
+double shareTotal(const std::vector<float>& all, size_t blocks, size_t b) {
+  double t = 0;
+  for (size_t k = b; k < all.size(); k += blocks) t += all[k];
+  return t;
+}
+
+// Block b's output magnitude S_b (identical arithmetic on every rank).
+float outputScale(const std::vector<float>& all, size_t blocks, size_t b, RedOp op) {
+  const double t = std::max(shareTotal(all, blocks, b), 0.0);
+  return float(op == RedOp::Avg ? t / double(all.size() / blocks) : t);
+}
+
+// Rank r's part of the sum's output in block b, in acc's units.
+float contributionScale(const std::vector<float>& all, size_t blocks, size_t b, int r) {
+  return shareTotal(all, blocks, b) > 0 ? all[size_t(r) * blocks + b] : 0.0f;
+}
+
+// dst[i] = d[i] * scale(block of i), d[i] = +-1.
+template <class ScaleOf>
+void scaleBlocks(const float* d, size_t n, size_t block, ScaleOf scale, float* dst) {
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+    const float s = scale(b);
+    for (size_t i = begin; i < std::min(n, begin + block); ++i) dst[i] = d[i] > 0 ? s : -s;
+  }
+}
+
+Status readBlock(const param::Overrides& config, size_t* block) {
+  int64_t v = 0;
+  GC_CHECK(readInt(config, param::Id::SIGN_BLOCK, &v));
+  *block = size_t(v);
+  return Status::Ok();
+}
+
+class Sign final : public QuantAlgorithm {
+ public:
+  Sign() : QuantAlgorithm(kName) {}
 
  private:
+  Status configure(const param::Overrides& config, int nranks, FramePlan* plan) override {
+    GC_CHECK(readEf(config, &ef_));
+    GC_CHECK(readBlock(config, &block_));
+    *plan = {ef_, double(nranks)};
+    return Status::Ok();
+  }
+
+  Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
+              float* contribution) override {
+    const size_t n = args.count, block = block_, blocks = blockCount(n, block);
+    const int P = ctx.net.size(), r = ctx.net.rank();
+    std::vector<uint8_t>& decisions = ws_.bytes;
+    GC_CHECK(ring(ctx, st.acc.data(), n, &decisions));
+    for (int c = 0; c < P; ++c) {  // out = d
+      const ChunkRange ch = chunkRange(n, P, c, 1);
+      GC_CHECK(ctx.dev.signExpand(&decisions[offsets_[c]], ch.size, 1.0f, -1.0f, out + ch.begin));
+    }
+    std::vector<float>& shares = shares_;
+    shares.assign(size_t(P) * blocks, 0.0f);
+    sharesOf(st.acc.data(), out, n, block, &shares[size_t(r) * blocks]);
+    GC_CHECK(exchangeShares(ctx, st.stats, blocks, &shares));
+    if (contribution)
+      scaleBlocks(out, n, block, [&](size_t b) { return contributionScale(shares, blocks, b, r); },
+                  contribution);
+    scaleBlocks(out, n, block, [&](size_t b) { return outputScale(shares, blocks, b, args.op); },
+                out);
+    return Status::Ok();
+  }
+
+  // Every rank's block shares (fp32) to every rank. A share is bounded
+  // by its rank's max|acc| from the stats exchange; anything else is corrupt.
+  Status exchangeShares(Context& ctx, const std::vector<device::AbsStats>& stats, size_t blocks,
+                        std::vector<float>* shares) {
+    const int P = ctx.net.size(), r = ctx.net.rank();
+    const size_t bytes = blocks * sizeof(float);
+    std::vector<Transfer> sends, recvs;
+    for (int j = 0; j < P; ++j) {
+      if (j == r) continue;
+      recvs.push_back({j, &(*shares)[size_t(j) * blocks], bytes});
+      sends.push_back({j, &(*shares)[size_t(r) * blocks], bytes});
+    }
+    GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, uint64_t(2 * P)), recvs, sends,
+                         "sign scale shares"));
+    for (int j = 0; j < P; ++j)
+      for (size_t b = 0; b < blocks; ++b) {
+        const double s = (*shares)[size_t(j) * blocks + b], bound = stats[j].maxAbs * (1 + 1e-6);
+        GC_REQUIRE(std::isfinite(s) && std::fabs(s) <= bound, Err::RemoteError,
+                   "sign scale share of block %zu from rank %d is %g, outside [-%g, %g] (its "
+                   "max|acc|)", b, j, s, bound, bound);
+      }
+    return Status::Ok();
+  }
+
   // Fills *decisions with every chunk's packed decision bits (chunk c at
   // offsets_[c]).
   Status ring(Context& ctx, const float* acc, size_t n, std::vector<uint8_t>* decisions) {
@@ -139,82 +218,67 @@ class Sign final : public Algorithm {
     return Status::Ok();
   }
 
-  CallCounter calls_;
-  CallState st_;
-  Workspace ws_;
+  bool ef_ = false;
   std::vector<size_t> offsets_;
+  size_t block_ = 1024;
+  std::vector<float> shares_;  // [rank][block]
   std::vector<uint8_t> ringCur_, ringRecv_, ringVotes_;  // ring scratch, kept across calls
 };
 
-// Central semantics: the elementwise majority of all ranks' votes.
-class SignReference final : public Reference {
+// Central semantics: the elementwise majority of all ranks' votes, scaled by
+// the projection of the exact result onto it.
+class SignReference final : public QuantReference {
  public:
-  // Bench flags reach the reference here (registry values until called).
-  Status configure(const param::Overrides& config) override { return init(ranks_->size(), config); }
-  Status init(int nranks, const param::Overrides& config) {
+  SignReference() : QuantReference(kName) {}
+
+ private:
+  Status loadConfig(const param::Overrides& config) override {
     GC_CHECK(readEf(config, &ef_));
-    return CentralRanks::create(nranks, config, &ranks_);
+    return readBlock(config, &block_);
   }
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    GC_CHECK(checkArgs("sign reference", args, false));
-    if (args.count == 0) {
-      expected->clear();
-      tolerance->clear();
-      return Status::Ok();
+  FramePlan plan(int nranks) const override { return {ef_, double(nranks)}; }
+  Status step(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+              const std::vector<device::AbsStats>&, uint64_t, std::vector<float>* out,
+              std::vector<std::vector<float>>* contribution, double*) override {
+    const int P = int(acc.size());
+    const size_t n = args.count, block = block_, blocks = blockCount(n, block);
+    std::vector<float> d(n);
+    for (size_t i = 0; i < n; ++i) {
+      int positive = 0;
+      for (int r = 0; r < P; ++r) positive += acc[r][i] > 0.0f ? 1 : 0;
+      d[i] = 2 * positive > P ? 1.0f : -1.0f;
     }
-    std::vector<std::vector<float>> acc, contribution;
-    std::vector<device::AbsStats> stats;
-    bool fallback = false;
-    uint64_t call = 0;
-    const int P = ranks_->size();
-    GC_CHECK(ranks_->begin(inputs, args, ef_, double(P), &acc, &stats, &fallback, &call));
-    std::vector<float> out(args.count);
-    if (fallback) {
-      GC_CHECK(ranks_->fallback(acc, args, ef_, &out));
-    } else {
-      const float S = outputScale(stats, args.count, args.op);
-      for (size_t i = 0; i < args.count; ++i) {
-        int positive = 0;
-        for (int r = 0; r < P; ++r) positive += acc[r][i] > 0.0f ? 1 : 0;
-        out[i] = 2 * positive > P ? S : -S;
-      }
-      contribution.assign(P, std::vector<float>(args.count));
-      for (int r = 0; r < P; ++r)
-        GC_CHECK(ownContribution(device::cpuBackend(), acc[r].data(), args.count,
-                                 ownScale(stats[r], args.count), contribution[r].data()));
-      GC_CHECK(ranks_->end(args, ef_, acc, contribution));
-    }
-    fillExpected(out, 0.0, expected, tolerance);
+    std::vector<float> shares(size_t(P) * blocks);
+    for (int r = 0; r < P; ++r) sharesOf(acc[r].data(), d.data(), n, block, &shares[size_t(r) * blocks]);
+    out->resize(n);
+    scaleBlocks(d.data(), n, block, [&](size_t b) { return outputScale(shares, blocks, b, args.op); },
+                out->data());
+    contribution->assign(P, std::vector<float>(n));
+    for (int r = 0; r < P; ++r)
+      scaleBlocks(d.data(), n, block,
+                  [&](size_t b) { return contributionScale(shares, blocks, b, r); },
+                  (*contribution)[r].data());
     return Status::Ok();
   }
 
- private:
-  bool ef_ = false;
-  std::unique_ptr<CentralRanks> ranks_;
+  bool ef_ = true;
+  size_t block_ = 1024;
 };
 
 }  // namespace
 
 Status makeSignReference(int nranks, const param::Overrides& config,
                          std::unique_ptr<Reference>* out) {
-  auto ref = std::make_unique<SignReference>();
-  GC_CHECK(ref->init(nranks, config));
-  *out = std::move(ref);
-  return Status::Ok();
+  return makeQuantReference<SignReference>(nranks, config, out);
 }
 
 GC_REGISTER_ALGORITHM(
     sign, {kName,
            "all-reducible signSGD: ring reduce-scatter of vote counts (growing bit widths), "
-           "majority at the owner, 1-bit allgather; output +-mean|g|",
-           {param::Id::SIGN_EF},
+           "majority at the owner, 1-bit allgather; output +-S, S the projection of the "
+           "exact result onto the decisions",
+           {param::Id::SIGN_EF, param::Id::SIGN_BLOCK},
            [] { return std::unique_ptr<Algorithm>(new Sign()); },
-           [](int nranks) {
-             std::unique_ptr<Reference> ref;
-             Status s = makeSignReference(nranks, param::Overrides{}, &ref);
-             if (!s.ok()) GC_WARN("sign reference: %s", s.toString().c_str());
-             return ref;
-           }});
+           [](int nranks) { return registryReference<SignReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant

@@ -29,20 +29,14 @@ struct DsaKey {
   std::vector<uint64_t> bounds;
 };
 
-class Dsa final : public Algorithm {
- public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    SparseParams params;
-    GC_CHECK(params.read(ctx.config));
-    bool compress = false;
-    GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
-    if (!compress) return Status::Ok();
+class Dsa final : public SparseAlgorithm {
+  Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
+                  std::vector<float>& acc, std::vector<float>& result) override {
     const int P = ctx.net.size();
-    const size_t n = args.count, k = topkCount(params.density, n);
+    const size_t n = args.count;
     DsaKey& st = keys_[tensorKey(args)];
-    if (st.count != n) st = DsaKey{n};
+    if (st.count != n) st = DsaKey{n, 0, {}};
     const bool repartition = st.calls++ % uint64_t(params.tau) == 0;
-    std::vector<float>& acc = frame_.acc();
 
     Coo local;
     GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &local));
@@ -56,42 +50,33 @@ class Dsa final : public Algorithm {
     Coo sum;
     GC_CHECK(oktopk::gatherRegions(ctx, region, st.bounds, k, &sum));
     GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, local.idx.data(), local.size()));
-    result_.assign(n, 0.0f);
-    GC_CHECK(ctx.dev.scatterAdd(result_.data(), n, 0, sum.idx.data(), sum.val.data(), sum.size()));
-    return frame_.finish(ctx, args, result_.data());
+    return ctx.dev.scatterAdd(result.data(), n, 0, sum.idx.data(), sum.val.data(), sum.size());
   }
 
- private:
-  SparseFrame frame_;
   std::map<uint64_t, DsaKey> keys_;
-  std::vector<float> result_;
 };
 
-class DsaReference final : public Reference {
+class DsaReference final : public SparseReference {
  public:
-  explicit DsaReference(int nranks) : frame_(nranks) {}
-  Status configure(const param::Overrides& config) override { return frame_.configure(config); }
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    bool compress = false;
-    GC_CHECK(frame_.begin(inputs, args, &compress, expected, tolerance));
-    if (!compress) return Status::Ok();
+  using SparseReference::SparseReference;
+
+ private:
+  Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& reduced) override {
     device::Backend& cpu = device::cpuBackend();
-    const int P = frame_.nranks();
-    const size_t n = args.count, k = topkCount(frame_.params().density, n);
+    const int P = frame().nranks();
+    const size_t n = args.count;
     DsaKey& st = keys_[tensorKey(args)];
-    if (st.count != n) st = DsaKey{n};
-    const bool repartition = st.calls++ % uint64_t(frame_.params().tau) == 0;
+    if (st.count != n) st = DsaKey{n, 0, {}};
+    const bool repartition = st.calls++ % uint64_t(frame().params().tau) == 0;
     std::vector<Coo> local(P);
     std::vector<uint64_t> proposals;
     for (int r = 0; r < P; ++r) {
-      GC_CHECK(selectTopk(cpu, frame_.acc(r).data(), n, k, 0, &local[r]));
+      GC_CHECK(selectTopk(cpu, frame().acc(r).data(), n, k, 0, &local[r]));
       const auto b = oktopk::proposeBoundaries(local[r], n, P);
       proposals.insert(proposals.end(), b.begin(), b.end());
     }
     if (repartition || st.bounds.size() != size_t(P) + 1)
       st.bounds = oktopk::combineBoundaries(proposals, n, P);
-    std::vector<float> reduced(n, 0.0f);
     for (int j = 0; j < P; ++j)
       for (int s = 0; s < P; ++s) {  // the schedule's order: j, j-1, ..., j+1
         const Coo& src = local[(j - s + P) % P];
@@ -104,12 +89,10 @@ class DsaReference final : public Reference {
     for (float& v : reduced)
       if (v == 0.0f) v = 0.0f;
     for (int r = 0; r < P; ++r)
-      GC_CHECK(cpu.scatterZero(frame_.acc(r).data(), n, 0, local[r].idx.data(), local[r].size()));
-    return frame_.finish(args, reduced, expected, tolerance);
+      GC_CHECK(cpu.scatterZero(frame().acc(r).data(), n, 0, local[r].idx.data(), local[r].size()));
+    return Status::Ok();
   }
 
- private:
-  ReferenceFrame frame_;
   std::map<uint64_t, DsaKey> keys_;
 };
 
@@ -119,7 +102,7 @@ GC_REGISTER_ALGORITHM(dsa, {
     "dsa",
     "DSA: exact top-k per rank, balanced split-and-reduce, allgather of the reduced regions "
     "(COO/DenseStream/dense per message); exact sum of the selections; error feedback",
-    {param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::WARMUP_CALLS},
+    {param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::WARMUP_CALLS, param::Id::EF},
     [] { return std::unique_ptr<Algorithm>(new Dsa()); },
     [](int nranks) { return std::unique_ptr<Reference>(new DsaReference(nranks)); },
 });

@@ -5,6 +5,7 @@
 #include "algorithms/sparse/collectives.h"
 #include "algorithms/sparse/oktopk.h"
 #include "algorithms/sparse/reference_frame.h"
+#include "common/log.h"
 
 namespace gradcomp::algo::sparse::oktopk {
 
@@ -14,20 +15,14 @@ namespace {
 
 constexpr uint64_t kStepBounds = 0x30000;
 
-class OkTopk final : public Algorithm {
- public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    SparseParams params;
-    GC_CHECK(params.read(ctx.config));
-    bool compress = false;
-    GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
-    if (!compress) return Status::Ok();
+class OkTopk final : public SparseAlgorithm {
+  Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
+                  std::vector<float>& acc, std::vector<float>& out) override {
     const int P = ctx.net.size();
-    const size_t n = args.count, k = topkCount(params.density, n);
+    const size_t n = args.count;
     KeyState& st = keys_[tensorKey(args)];
-    if (st.count != n) st = KeyState{n};
+    if (st.count != n) st = KeyState{n, 0, {}, {}, {}};
     const Schedule sched = scheduleOf(st.compressedCalls++, params);
-    std::vector<float>& acc = frame_.acc();
 
     Coo local;
     GC_CHECK(selectLocal(ctx.dev, acc.data(), n, k, sched.evaluate, &st.local, &local));
@@ -40,17 +35,17 @@ class OkTopk final : public Algorithm {
     GC_CHECK(splitAndReduce(ctx, local, st.bounds, k, &region));
     Coo result;
     GC_CHECK(globalPhase(ctx, region, st.bounds, k, sched.evaluate, &st.global, &result));
+    // Achieved density per call (GRADCOMP_DEBUG=TRACE): with reused
+    // thresholds the local and global counts drift around k.
+    GC_TRACE(ALGO, "oktopk key %#llx call %llu%s: n %zu k %zu local %zu result %zu",
+             (unsigned long long)tensorKey(args), (unsigned long long)(st.compressedCalls - 1),
+             sched.evaluate ? " (evaluate)" : "", n, k, local.size(), result.size());
     GC_CHECK(zeroContribution(ctx.dev, acc.data(), n, local, result));
-    result_.assign(n, 0.0f);
-    GC_CHECK(ctx.dev.scatterAdd(result_.data(), n, 0, result.idx.data(), result.val.data(),
-                                result.size()));
-    return frame_.finish(ctx, args, result_.data());
+    return ctx.dev.scatterAdd(out.data(), n, 0, result.idx.data(), result.val.data(),
+                              result.size());
   }
 
- private:
-  SparseFrame frame_;
   std::map<uint64_t, KeyState> keys_;
-  std::vector<float> result_;
 };
 
 }  // namespace
@@ -59,7 +54,8 @@ GC_REGISTER_ALGORITHM(oktopk, {
     "oktopk",
     "Ok-Topk O(k) sparse allreduce: reused local/global top-k thresholds, balanced regions, "
     "rotated split-and-reduce, balanced allgatherv; error feedback on the contributed set",
-    {param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::TOPK_TAU_PRIME, param::Id::WARMUP_CALLS},
+    {param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::TOPK_TAU_PRIME, param::Id::WARMUP_CALLS,
+     param::Id::EF},
     [] { return std::unique_ptr<Algorithm>(new OkTopk()); },
     [](int nranks) { return makeReference(nranks); },
 });

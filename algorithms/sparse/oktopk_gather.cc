@@ -145,6 +145,10 @@ Status globalPhase(Context& ctx, const std::vector<float>& region,
   mine.val.resize(cnt);
   std::vector<uint64_t> counts;
   GC_CHECK(allgatherWords(ctx, kStepCounts, {uint64_t(cnt)}, &counts));
+  for (int r = 0; r < P; ++r)  // counts size buffers below: a peer's must fit its region
+    GC_REQUIRE(counts[r] <= bounds[r + 1] - bounds[r], Err::RemoteError,
+               "oktopk: rank %d announced %llu candidates in a region of %llu entries", r,
+               (unsigned long long)counts[r], (unsigned long long)(bounds[r + 1] - bounds[r]));
   uint64_t K = 0, maxCount = 0;
   for (uint64_t c : counts) K += c, maxCount = std::max(maxCount, c);
   const uint64_t n = bounds[P];

@@ -9,26 +9,22 @@
 namespace gradcomp::algo::sparse::oktopk {
 namespace {
 
-class OkTopkReference final : public Reference {
+class OkTopkReference final : public SparseReference {
  public:
-  explicit OkTopkReference(int nranks) : frame_(nranks) {}
-  Status configure(const param::Overrides& config) override { return frame_.configure(config); }
+  using SparseReference::SparseReference;
 
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    bool compress = false;
-    GC_CHECK(frame_.begin(inputs, args, &compress, expected, tolerance));
-    if (!compress) return Status::Ok();
+ private:
+  Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& sum) override {
     device::Backend& cpu = device::cpuBackend();
-    const int P = frame_.nranks();
-    const size_t n = args.count, k = topkCount(frame_.params().density, n);
+    const int P = frame().nranks();
+    const size_t n = args.count;
     State& st = keys_[tensorKey(args)];
     if (st.count != n) st = State{n, 0, std::vector<Threshold>(P), {}, {}};
-    const Schedule sched = scheduleOf(st.compressedCalls++, frame_.params());
+    const Schedule sched = scheduleOf(st.compressedCalls++, frame().params());
 
     std::vector<Coo> local(P);
     for (int r = 0; r < P; ++r)
-      GC_CHECK(selectLocal(cpu, frame_.acc(r).data(), n, k, sched.evaluate, &st.local[r],
+      GC_CHECK(selectLocal(cpu, frame().acc(r).data(), n, k, sched.evaluate, &st.local[r],
                            &local[r]));
     if (sched.repartition || st.bounds.size() != size_t(P) + 1) {
       std::vector<uint64_t> all;
@@ -60,14 +56,11 @@ class OkTopkReference final : public Reference {
       GC_CHECK(compact(reduced, 0.0f, &all));
       GC_CHECK(globalEvaluate(cpu, all, k, &st.global, &result));
     }
-    std::vector<float> sum(n, 0.0f);
-    GC_CHECK(cpu.scatterAdd(sum.data(), n, 0, result.idx.data(), result.val.data(), result.size()));
     for (int r = 0; r < P; ++r)
-      GC_CHECK(zeroContribution(cpu, frame_.acc(r).data(), n, local[r], result));
-    return frame_.finish(args, sum, expected, tolerance);
+      GC_CHECK(zeroContribution(cpu, frame().acc(r).data(), n, local[r], result));
+    return cpu.scatterAdd(sum.data(), n, 0, result.idx.data(), result.val.data(), result.size());
   }
 
- private:
   static Status compact(const std::vector<float>& x, float th, Coo* out) {
     out->idx.resize(x.size());
     out->val.resize(x.size());
@@ -85,7 +78,6 @@ class OkTopkReference final : public Reference {
     Threshold global;
     std::vector<uint64_t> bounds;
   };
-  ReferenceFrame frame_;
   std::map<uint64_t, State> keys_;
 };
 

@@ -60,4 +60,14 @@ Status ReferenceFrame::finish(const AllreduceArgs& args, const std::vector<float
   return Status::Ok();
 }
 
+Status SparseReference::expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                               std::vector<double>* expected, std::vector<double>* tolerance) {
+  bool compress = false;
+  GC_CHECK(frame_.begin(inputs, args, &compress, expected, tolerance));
+  if (!compress) return Status::Ok();
+  std::vector<float> sum(args.count, 0.0f);
+  GC_CHECK(schedule(args, topkCount(frame_.params().density, args.count), sum));
+  return frame_.finish(args, sum, expected, tolerance);
+}
+
 }  // namespace gradcomp::algo::sparse

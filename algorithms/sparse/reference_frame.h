@@ -46,4 +46,23 @@ class ReferenceFrame {
   uint64_t callSeq_ = 0;
 };
 
+// Base of every sparse reference: the frame replay around a central schedule.
+class SparseReference : public Reference {
+ public:
+  explicit SparseReference(int nranks) : frame_(nranks) {}
+  Status configure(const param::Overrides& config) final { return frame_.configure(config); }
+  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                std::vector<double>* expected, std::vector<double>* tolerance) final;
+
+ protected:
+  // Runs when the call compresses: frame().acc(r) holds rank r's accumulator;
+  // zero each rank's contribution and fill sum (dense fp32, args.count, zero
+  // on entry) with the fp32 result.
+  virtual Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& sum) = 0;
+  ReferenceFrame& frame() { return frame_; }
+
+ private:
+  ReferenceFrame frame_;
+};
+
 }  // namespace gradcomp::algo::sparse

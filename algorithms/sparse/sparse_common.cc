@@ -19,7 +19,6 @@ Status SparseParams::read(const param::Overrides& config) {
   GC_CHECK(config.getInt(param::Id::TOPK_TAU, &tau));
   GC_CHECK(config.getInt(param::Id::TOPK_TAU_PRIME, &tauPrime));
   GC_CHECK(config.getInt(param::Id::WARMUP_CALLS, &warmupCalls));
-  GC_CHECK(config.getBool(param::Id::EF, &ef));
   return Status::Ok();
 }
 
@@ -115,6 +114,18 @@ Status SparseFrame::finish(Context& ctx, const AllreduceArgs& args, const float*
   if (args.op == RedOp::Avg) GC_CHECK(ctx.dev.divide(args.recvBuf, args.count, args.dtype,
                                                      ctx.net.size()));
   return Status::Ok();
+}
+
+Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
+  SparseParams params;
+  GC_CHECK(params.read(ctx.config));
+  bool compress = false;
+  GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
+  if (!compress) return Status::Ok();
+  result_.assign(args.count, 0.0f);
+  GC_CHECK(schedule(ctx, args, params, topkCount(params.density, args.count), frame_.acc(),
+                    result_));
+  return frame_.finish(ctx, args, result_.data());
 }
 
 Status expectedFromFp32(const std::vector<float>& sum, const AllreduceArgs& args, int nranks,

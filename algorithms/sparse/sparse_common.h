@@ -11,6 +11,9 @@
 //   inputs, so NaN/Inf land where dense NCCL puts them; residuals are left
 //   untouched for that call.
 // - The first GRADCOMP_WARMUP_CALLS calls of a tensor run dense.
+// - Error feedback runs when ctx.errorFeedback is set and enabled; the caller
+//   decides per call from GRADCOMP_EF (ErrorFeedbackStore::forCall), so a
+//   run's EF=off override is honoured.
 // - The result is the fp32 sparse sum converted to the dtype (one rounding);
 //   ncclAvg then divides it by P (device divide: fp64, one rounding).
 #pragma once
@@ -28,7 +31,6 @@ namespace gradcomp::algo::sparse {
 struct SparseParams {
   double density = 0.01;
   int64_t tau = 64, tauPrime = 32, warmupCalls = 0;
-  bool ef = true;
   Status read(const param::Overrides& config);
 };
 
@@ -80,6 +82,24 @@ class SparseFrame {
   std::unique_ptr<Algorithm> dense_;
   std::vector<float> acc_;
   bool efActive_ = false;
+};
+
+// Base of every sparse algorithm: reads the parameters, runs the frame and
+// owns the result buffer, so a subclass writes only its schedule.
+class SparseAlgorithm : public Algorithm {
+ public:
+  Status allreduce(Context& ctx, const AllreduceArgs& args) final;
+
+ protected:
+  // Runs when the call compresses. acc: residual + input (fp32, args.count);
+  // the schedule zeroes the entries this rank contributed (the rest stays in
+  // the residual) and fills result (dense fp32, args.count, zero on entry).
+  virtual Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params,
+                          size_t k, std::vector<float>& acc, std::vector<float>& result) = 0;
+
+ private:
+  SparseFrame frame_;
+  std::vector<float> result_;
 };
 
 // fp32 sparse sum -> the value every rank returns, as the reference sees it:

@@ -13,17 +13,11 @@ namespace {
 
 constexpr uint64_t kStepGather = 0;
 
-class TopkA final : public Algorithm {
- public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override {
-    SparseParams params;
-    GC_CHECK(params.read(ctx.config));
-    bool compress = false;
-    GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
-    if (!compress) return Status::Ok();
+class TopkA final : public SparseAlgorithm {
+  Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
+                  std::vector<float>& acc, std::vector<float>& result) override {
     const int P = ctx.net.size(), me = ctx.net.rank();
-    const size_t n = args.count, k = topkCount(params.density, n);
-    std::vector<float>& acc = frame_.acc();
+    const size_t n = args.count;
 
     Coo mine;
     GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &mine));
@@ -32,7 +26,6 @@ class TopkA final : public Algorithm {
                           &blocks[me]));
     GC_CHECK(allgatherBlocks(ctx, kStepGather, std::vector<size_t>(P, wireBound(n, k)), &blocks));
 
-    result_.assign(n, 0.0f);
     Coo in;
     in.idx.resize(k);
     in.val.resize(k);
@@ -42,40 +35,28 @@ class TopkA final : public Algorithm {
                             in.val.data(), k, &got, &used));
       GC_REQUIRE(used == blocks[r].size(), Err::RemoteError,
                  "topka: rank %d's message has %zu bytes after its end", r, blocks[r].size() - used);
-      GC_CHECK(ctx.dev.scatterAdd(result_.data(), n, 0, in.idx.data(), in.val.data(), got));
+      GC_CHECK(ctx.dev.scatterAdd(result.data(), n, 0, in.idx.data(), in.val.data(), got));
     }
-    GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, mine.idx.data(), mine.size()));
-    return frame_.finish(ctx, args, result_.data());
+    return ctx.dev.scatterZero(acc.data(), n, 0, mine.idx.data(), mine.size());
   }
-
- private:
-  SparseFrame frame_;
-  std::vector<float> result_;
 };
 
-class TopkAReference final : public Reference {
+class TopkAReference final : public SparseReference {
  public:
-  explicit TopkAReference(int nranks) : frame_(nranks) {}
-  Status configure(const param::Overrides& config) override { return frame_.configure(config); }
-  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
-                std::vector<double>* expected, std::vector<double>* tolerance) override {
-    bool compress = false;
-    GC_CHECK(frame_.begin(inputs, args, &compress, expected, tolerance));
-    if (!compress) return Status::Ok();
-    device::Backend& cpu = device::cpuBackend();
-    const size_t n = args.count, k = topkCount(frame_.params().density, n);
-    std::vector<float> sum(n, 0.0f);
-    for (int r = 0; r < frame_.nranks(); ++r) {
-      Coo sel;
-      GC_CHECK(selectTopk(cpu, frame_.acc(r).data(), n, k, 0, &sel));
-      GC_CHECK(cpu.scatterAdd(sum.data(), n, 0, sel.idx.data(), sel.val.data(), sel.size()));
-      GC_CHECK(cpu.scatterZero(frame_.acc(r).data(), n, 0, sel.idx.data(), sel.size()));
-    }
-    return frame_.finish(args, sum, expected, tolerance);
-  }
+  using SparseReference::SparseReference;
 
  private:
-  ReferenceFrame frame_;
+  Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& sum) override {
+    device::Backend& cpu = device::cpuBackend();
+    const size_t n = args.count;
+    for (int r = 0; r < frame().nranks(); ++r) {
+      Coo sel;
+      GC_CHECK(selectTopk(cpu, frame().acc(r).data(), n, k, 0, &sel));
+      GC_CHECK(cpu.scatterAdd(sum.data(), n, 0, sel.idx.data(), sel.val.data(), sel.size()));
+      GC_CHECK(cpu.scatterZero(frame().acc(r).data(), n, 0, sel.idx.data(), sel.size()));
+    }
+    return Status::Ok();
+  }
 };
 
 }  // namespace
@@ -84,7 +65,7 @@ GC_REGISTER_ALGORITHM(topka, {
     "topka",
     "TopkA: allgather of every rank's exact top-k (COO/DenseStream/dense per message), summed; "
     "error feedback",
-    {param::Id::DENSITY, param::Id::WARMUP_CALLS},
+    {param::Id::DENSITY, param::Id::WARMUP_CALLS, param::Id::EF},
     [] { return std::unique_ptr<Algorithm>(new TopkA()); },
     [](int nranks) { return std::unique_ptr<Reference>(new TopkAReference(nranks)); },
 });

@@ -30,7 +30,8 @@ inline uint32_t getBits(const uint8_t* stream, size_t index, int width) {
 }
 
 inline void zeroStream(uint8_t* stream, size_t n, int width) {
-  std::memset(stream, 0, packedBytes(n, width));
+  const size_t bytes = packedBytes(n, width);
+  if (bytes) std::memset(stream, 0, bytes);  // n == 0: stream may be null (an empty chunk)
 }
 
 // True when the bits after the last field of the stream are zero.

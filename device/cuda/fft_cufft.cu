@@ -4,9 +4,17 @@
 // Transforms are not bit-identical to FFTW (different algorithms; tests
 // bound the difference); the selection, gather and scatter are exact given
 // the same spectrum. Plans are cached per (length, batch) in the backend.
+//
+// cuFFT is loaded with dlopen the first time a transform runs, never linked:
+// libgradcomp.so is LD_PRELOADed into jobs whose CUDA libraries live in
+// unusual places (pip wheels under site-packages), and a DT_NEEDED on
+// libcufft would stop the job from starting. Only the FFT path needs it.
 #include <cufft.h>
+#include <dlfcn.h>
 
 #include <map>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "device/cuda/backend_internal.h"
@@ -14,6 +22,67 @@
 #include "device/cuda/kernel_common.cuh"
 
 namespace gradcomp::device {
+namespace {
+
+// The few cuFFT entry points this file calls, resolved once per process.
+struct CufftApi {
+  decltype(&::cufftPlan1d) plan1d = nullptr;
+  decltype(&::cufftSetStream) setStream = nullptr;
+  decltype(&::cufftExecR2C) execR2C = nullptr;
+  decltype(&::cufftExecC2R) execC2R = nullptr;
+  decltype(&::cufftDestroy) destroy = nullptr;
+};
+
+#define GC_STR2(x) #x
+#define GC_STR(x) GC_STR2(x)
+
+// The versioned name of the cuFFT these headers describe first (an
+// already-loaded copy, e.g. PyTorch's, is found by this soname), then the
+// development symlink.
+Status openCufft(CufftApi* api) {
+  const char* names[] = {"libcufft.so." GC_STR(CUFFT_VER_MAJOR), "libcufft.so"};
+  void* lib = nullptr;
+  std::string tried;
+  for (const char* name : names) {
+    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib) break;
+    const char* why = dlerror();
+    tried += std::string(tried.empty() ? "" : "; ") + name + ": " + (why ? why : "not found");
+  }
+  GC_REQUIRE(lib != nullptr, Err::Unsupported,
+             "the FFT algorithm on a GPU needs cuFFT, which could not be loaded (%s); install "
+             "libcufft (CUDA toolkit or the nvidia-cufft wheel) or add its directory to "
+             "LD_LIBRARY_PATH",
+             tried.c_str());
+  bool ok = true;
+  auto sym = [&](auto* fn, const char* name) {
+    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib, name));
+    ok = ok && *fn != nullptr;
+  };
+  sym(&api->plan1d, "cufftPlan1d");
+  sym(&api->setStream, "cufftSetStream");
+  sym(&api->execR2C, "cufftExecR2C");
+  sym(&api->execC2R, "cufftExecC2R");
+  sym(&api->destroy, "cufftDestroy");
+  GC_REQUIRE(ok, Err::Unsupported,
+             "the loaded cuFFT library lacks one of cufftPlan1d, cufftSetStream, cufftExecR2C, "
+             "cufftExecC2R, cufftDestroy");
+  return Status::Ok();
+}
+
+// Loaded once per process (thread-safe static initialization); a failure is
+// remembered and returned to every caller.
+Status loadCufft(const CufftApi** out) {
+  static CufftApi api;
+  static const Status status = openCufft(&api);
+  *out = status.ok() ? &api : nullptr;
+  return status;
+}
+
+#undef GC_STR
+#undef GC_STR2
+
+}  // namespace
 
 struct FftPlanCache {
   std::map<std::pair<size_t, size_t>, std::pair<cufftHandle, cufftHandle>> plans;  // r2c, c2r
@@ -21,9 +90,13 @@ struct FftPlanCache {
 
 void destroyFftPlans(void* p) {
   auto* cache = static_cast<FftPlanCache*>(p);
-  for (auto& kv : cache->plans) {
-    cufftDestroy(kv.second.first);
-    cufftDestroy(kv.second.second);
+  const CufftApi* fft = nullptr;
+  // Plans exist only after a successful load.
+  if (!cache->plans.empty() && loadCufft(&fft).ok()) {
+    for (auto& kv : cache->plans) {
+      fft->destroy(kv.second.first);
+      fft->destroy(kv.second.second);
+    }
   }
   delete cache;
 }
@@ -32,7 +105,11 @@ namespace {
 
 using namespace cuda;
 
-Status planFor(CudaBackend& be, size_t len, size_t batch, bool forward, cufftHandle* out) {
+Status planFor(CudaBackend& be, size_t len, size_t batch, bool forward, cufftHandle* out,
+               const CufftApi** api) {
+  const CufftApi* fft = nullptr;
+  GC_CHECK(loadCufft(&fft));
+  *api = fft;
   auto* cache = static_cast<FftPlanCache*>(be.fftPlans());
   if (cache == nullptr) {
     cache = new FftPlanCache();
@@ -41,15 +118,15 @@ Status planFor(CudaBackend& be, size_t len, size_t batch, bool forward, cufftHan
   auto it = cache->plans.find({len, batch});
   if (it == cache->plans.end()) {
     cufftHandle r2c = 0, c2r = 0;
-    cufftResult rc = cufftPlan1d(&r2c, int(len), CUFFT_R2C, int(batch));
-    if (rc == CUFFT_SUCCESS) rc = cufftPlan1d(&c2r, int(len), CUFFT_C2R, int(batch));
+    cufftResult rc = fft->plan1d(&r2c, int(len), CUFFT_R2C, int(batch));
+    if (rc == CUFFT_SUCCESS) rc = fft->plan1d(&c2r, int(len), CUFFT_C2R, int(batch));
     GC_REQUIRE(rc == CUFFT_SUCCESS, Err::SystemError,
                "cuFFT could not plan %zu real transforms of length %zu (cufftResult %d)", batch,
                len, int(rc));
     it = cache->plans.emplace(std::make_pair(len, batch), std::make_pair(r2c, c2r)).first;
   }
   *out = forward ? it->second.first : it->second.second;
-  GC_REQUIRE(cufftSetStream(*out, be.stream()) == CUFFT_SUCCESS, Err::SystemError,
+  GC_REQUIRE(fft->setStream(*out, be.stream()) == CUFFT_SUCCESS, Err::SystemError,
              "cufftSetStream failed");
   return Status::Ok();
 }
@@ -200,17 +277,18 @@ Status CudaBackend::fftForward(const float* src, size_t n, size_t chunk, float* 
   GC_CHECK(checkChunk(chunk, "fftForward"));
   const size_t full = n / chunk, rest = n % chunk;
   cufftHandle plan;
+  const CufftApi* fft = nullptr;
   if (full) {
-    GC_CHECK(planFor(*this, chunk, full, true, &plan));
-    GC_REQUIRE(cufftExecR2C(plan, const_cast<float*>(src), reinterpret_cast<cufftComplex*>(spectrum)) ==
+    GC_CHECK(planFor(*this, chunk, full, true, &plan, &fft));
+    GC_REQUIRE(fft->execR2C(plan, const_cast<float*>(src), reinterpret_cast<cufftComplex*>(spectrum)) ==
                    CUFFT_SUCCESS, Err::SystemError, "cufftExecR2C failed");
   }
   float* tailOut = spectrum + 2 * full * fftBinsOfLength(chunk);
   if (rest == 1) {
     lengthOneForward<<<1, 1, 0, stream_>>>(src + full * chunk, tailOut);
   } else if (rest > 1) {
-    GC_CHECK(planFor(*this, rest, 1, true, &plan));
-    GC_REQUIRE(cufftExecR2C(plan, const_cast<float*>(src + full * chunk),
+    GC_CHECK(planFor(*this, rest, 1, true, &plan, &fft));
+    GC_REQUIRE(fft->execR2C(plan, const_cast<float*>(src + full * chunk),
                             reinterpret_cast<cufftComplex*>(tailOut)) == CUFFT_SUCCESS,
                Err::SystemError, "cufftExecR2C (tail) failed");
   }
@@ -229,9 +307,10 @@ Status CudaBackend::fftInverse(const float* spectrum, size_t n, size_t chunk, fl
   GC_CHECK(cudaCall(cudaMemcpyAsync(work, spectrum, 2 * bins * sizeof(float),
                                     cudaMemcpyDeviceToDevice, stream_), "fftInverse copy"));
   cufftHandle plan;
+  const CufftApi* fft = nullptr;
   if (full) {
-    GC_CHECK(planFor(*this, chunk, full, false, &plan));
-    GC_REQUIRE(cufftExecC2R(plan, reinterpret_cast<cufftComplex*>(work), dst) == CUFFT_SUCCESS,
+    GC_CHECK(planFor(*this, chunk, full, false, &plan, &fft));
+    GC_REQUIRE(fft->execC2R(plan, reinterpret_cast<cufftComplex*>(work), dst) == CUFFT_SUCCESS,
                Err::SystemError, "cufftExecC2R failed");
     scaleKernel<<<blocksFor(full * chunk, 4), kThreads, 0, stream_>>>(dst, full * chunk,
                                                                       1.0f / float(chunk));
@@ -241,8 +320,8 @@ Status CudaBackend::fftInverse(const float* spectrum, size_t n, size_t chunk, fl
     GC_CHECK(cudaCall(cudaMemcpyAsync(dst + full * chunk, tailIn, sizeof(float),
                                       cudaMemcpyDeviceToDevice, stream_), "fftInverse tail"));
   } else if (rest > 1) {
-    GC_CHECK(planFor(*this, rest, 1, false, &plan));
-    GC_REQUIRE(cufftExecC2R(plan, reinterpret_cast<cufftComplex*>(tailIn), dst + full * chunk) ==
+    GC_CHECK(planFor(*this, rest, 1, false, &plan, &fft));
+    GC_REQUIRE(fft->execC2R(plan, reinterpret_cast<cufftComplex*>(tailIn), dst + full * chunk) ==
                    CUFFT_SUCCESS, Err::SystemError, "cufftExecC2R (tail) failed");
     scaleKernel<<<blocksFor(rest, 4), kThreads, 0, stream_>>>(dst + full * chunk, rest,
                                                               1.0f / float(rest));

@@ -41,7 +41,7 @@ Status initFromEnv(gcComm_t* out) {
   GC_CHECK(transport::createUcxBootstrap(info, &comm->bootstrap));
   GC_CHECK(transport::createUcxTransport(*comm->bootstrap, transport::UcxOptions{}, &comm->net));
   comm->dev = &device::cpuBackend();
-  GC_CHECK(algo::ErrorFeedbackStore::create(param::Overrides{}, &comm->errorFeedback));
+  GC_CHECK(algo::ErrorFeedbackStore::createForCommunicator(&comm->errorFeedback));
   GC_INFO(INIT, "communicator ready: rank %d of %d (%s)", info.rank, info.size, info.source.c_str());
   *out = comm.release();
   return Status::Ok();
@@ -145,7 +145,9 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   args.op = RedOp(op);
   args.bufferKey = bufferKey ? bufferKey : reinterpret_cast<uintptr_t>(recvbuf);
   algo::Context ctx{*comm->net, *comm->dev, cfg.overrides, comm->callSeq++};
-  ctx.errorFeedback = comm->errorFeedback.get();
+  // The call's GRADCOMP_EF (config override, else registry) decides.
+  GC_CHECK(algo::ErrorFeedbackStore::forCall(comm->errorFeedback.get(), cfg.overrides,
+                                             &ctx.errorFeedback));
   GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
   return instance->allreduce(ctx, args);

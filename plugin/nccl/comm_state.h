@@ -27,14 +27,19 @@ struct BucketStats {
   uint64_t count = 0;        // elements of the last call
   uint64_t bytesIn = 0;      // logical bytes (count * dtype size), summed
   uint64_t bytesOut = 0;     // bytes this rank sent on the wire, summed
-  double seconds = 0;        // time inside the executor
+  double seconds = 0;        // time inside the executor (total)
+  // Of `seconds`, time blocked in transport waits (communication); the rest is
+  // compute (compression, reduction, error feedback). Synchronous executors
+  // only: an asynchronous one returns before the call ran (phaseTimed false).
+  double waitSeconds = 0;
+  bool phaseTimed = true;
   double residualNorm = -1;  // last residual L2 norm; < 0: no error feedback
 };
 
 struct CommStats {
   uint64_t compressedCalls = 0, passedCalls = 0;
   uint64_t compressedLogicalBytes = 0, wireBytes = 0, passedBytes = 0;
-  double compressedSeconds = 0, wiringSeconds = 0;
+  double compressedSeconds = 0, compressedWaitSeconds = 0, wiringSeconds = 0;
   std::map<std::string, uint64_t> passReasons;  // verdict name -> calls
   std::map<uint64_t, BucketStats> buckets;      // by buffer key (address)
 };

@@ -1,5 +1,6 @@
 #include "plugin/nccl/interposer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -109,6 +110,7 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
   // residuals until the call finishes: read neither here.
   const bool sync = exec.synchronous();
   uint64_t sentBefore = sync ? st.net->totalCounters().bytesSent : 0;
+  double waitBefore = sync ? st.net->waitSeconds() : 0;
   auto start = std::chrono::steady_clock::now();
   s = exec.submit(call, stream);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -117,10 +119,13 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
     return st.failedCode;
   }
   uint64_t sent = sync ? st.net->totalCounters().bytesSent - sentBefore : 0;
+  // Clamped: the wait clock and ours are read at different instants.
+  double waited = sync ? std::min(seconds, std::max(0.0, st.net->waitSeconds() - waitBefore)) : 0;
   st.stats.compressedCalls++;
   st.stats.compressedLogicalBytes += bytes;
   st.stats.wireBytes += sent;
   st.stats.compressedSeconds += seconds;
+  st.stats.compressedWaitSeconds += waited;
   uint64_t key = args.bufferKey ? args.bufferKey : uint64_t(uintptr_t(args.recvBuf));
   BucketStats& b = st.stats.buckets[key];
   b.calls++;
@@ -128,6 +133,8 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
   b.bytesIn += bytes;
   b.bytesOut += sent;
   b.seconds += seconds;
+  b.waitSeconds += waited;
+  b.phaseTimed = b.phaseTimed && sync;
   if (sync && st.errorFeedback && st.errorFeedback->enabled()) b.residualNorm = st.errorFeedback->residualNorm(key);
   GC_TRACE(PLUGIN, "comm #%llu call %llu: %zu bytes compressed by %s to %llu wire bytes in %.6f s",
            (unsigned long long)st.id.index, (unsigned long long)call.callSeq, bytes,
@@ -160,9 +167,13 @@ ncclResult_t onCommCreated(ncclResult_t rc, ncclComm_t comm, int nranks, int ran
   if (!st->initInProgress) fillRankAndSize(*st);
   const Policy& p = policy();
   st->selected = p.enabled() && !singleProcess && selectorsMatch(p.comms, st->id);
-  if (!p.enabled() || singleProcess) {
+  // Every multi-process communicator goes through the configuration exchange,
+  // compression on or off here: a peer may have it on and wait for this rank.
+  // Single-process communicators have every rank in this process, hence one
+  // configuration, and a blocking exchange from one thread would deadlock.
+  if (singleProcess) {
     st->wiring = Wiring::Disabled;
-    st->disabledWhy = singleProcess ? "single-process communicator (ncclCommInitAll)" : "off";
+    st->disabledWhy = "single-process communicator (ncclCommInitAll)";
   }
   CommRegistry::instance().add(st);
   registerStatsAtExit();
@@ -216,7 +227,10 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
     // A failed communicator keeps failing: passing through while peers may be
     // inside a compressed call would hang or mix results.
     if (st->failed) return st->failedCode;
-    if (v == Verdict::Compress && st->wiring == Wiring::Pending) {
+    // Created nonblocking or inside a group: the exchange runs at the first
+    // ncclAllReduce outside a group, whatever this call's verdict, because
+    // that is the same call on every rank (NCCL's collective order rule).
+    if (st->wiring == Wiring::Pending && tGroupDepth == 0) {
       fillRankAndSize(*st);
       Status s = wireCommunicator(policy(), *st);
       if (!s.ok()) {

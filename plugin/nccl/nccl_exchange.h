@@ -1,6 +1,6 @@
 // transport::AddressExchange over the real NCCL communicator: blobs of any
 // length are exchanged with two real ncclAllGather calls (lengths, then the
-// blobs padded to the longest). On a CUDA process the buffers are staged in
+// blobs padded to the longest); fixed-size records with one (gatherBytes). On a CUDA process the buffers are staged in
 // device memory from ncclMemAlloc; without the CUDA driver (the test double)
 // they are host memory. Every call completes before it returns, bounded by
 // GRADCOMP_TIMEOUT_S for nonblocking communicators.
@@ -17,10 +17,10 @@ class NcclExchange : public transport::AddressExchange {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status allgather(const std::string& mine, std::vector<std::string>* all) override;
+  // out (size_ * bytes) = every rank's `bytes` of in: one real ncclAllGather.
+  Status gatherBytes(const void* in, size_t bytes, void* out);
 
  private:
-  // out (size_ * bytes) = every rank's `bytes` of in.
-  Status gatherBytes(const void* in, size_t bytes, void* out);
   ncclComm_t comm_;
   int rank_, size_;
 };

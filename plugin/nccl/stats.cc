@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -33,12 +34,13 @@ std::string statsLine(const CommState& st, const char* how) {
   snprintf(line, sizeof line,
            "stats comm #%llu%s%s rank %d/%d (%s): %llu calls compressed, %llu passed through; "
            "compressed %.3f MiB logical -> %.3f MiB wire (ratio %.2fx), %.3f s in compressed "
-           "calls, %.3f s wiring; passed through %.3f MiB; lifetime %.1f s%s%s",
+           "calls (%.3f s waiting on peers), %.3f s wiring; passed through %.3f MiB; "
+           "lifetime %.1f s%s%s",
            (unsigned long long)st.id.index, st.id.name.empty() ? "" : " ", st.id.name.c_str(),
            st.rank, st.id.nranks, how, (unsigned long long)s.compressedCalls,
            (unsigned long long)s.passedCalls, s.compressedLogicalBytes / 1048576.0,
            s.wireBytes / 1048576.0, ratio(s.compressedLogicalBytes, s.wireBytes),
-           s.compressedSeconds, s.wiringSeconds, s.passedBytes / 1048576.0, life,
+           s.compressedSeconds, s.compressedWaitSeconds, s.wiringSeconds, s.passedBytes / 1048576.0, life,
            st.disabledWhy.empty() ? "" : "; compression disabled: ", st.disabledWhy.c_str());
   return line;
 }
@@ -56,6 +58,7 @@ std::string statsJson(const CommState& st) {
      << ", \"logical_bytes\": " << s.compressedLogicalBytes << ", \"wire_bytes\": " << s.wireBytes
      << ", \"ratio\": " << ratio(s.compressedLogicalBytes, s.wireBytes)
      << ", \"passed_bytes\": " << s.passedBytes << ", \"compressed_seconds\": " << s.compressedSeconds
+     << ", \"compressed_comm_seconds\": " << s.compressedWaitSeconds
      << ", \"wiring_seconds\": " << s.wiringSeconds << ", \"pass_reasons\": {";
   const char* sep = "";
   for (const auto& [reason, n] : s.passReasons) {
@@ -72,8 +75,14 @@ std::string statsJson(const CommState& st) {
        << ", \"calls\": " << b.calls << ", \"bytes_in\": " << b.bytesIn
        << ", \"bytes_out\": " << b.bytesOut
        << ", \"wire_fraction\": " << (b.bytesIn ? double(b.bytesOut) / double(b.bytesIn) : 0)
-       << ", \"bits_per_element\": " << bits << ", \"seconds\": " << b.seconds
-       << ", \"residual_norm\": ";
+       << ", \"bits_per_element\": " << bits << ", \"seconds\": " << b.seconds;
+    // Phase split of `seconds`: null where the executor is asynchronous.
+    if (b.phaseTimed)
+      os << ", \"comm_seconds\": " << b.waitSeconds
+         << ", \"compute_seconds\": " << std::max(0.0, b.seconds - b.waitSeconds);
+    else
+      os << ", \"comm_seconds\": null, \"compute_seconds\": null";
+    os << ", \"residual_norm\": ";
     if (b.residualNorm < 0) os << "null"; else os << b.residualNorm;
     os << "}";
     sep = ", ";

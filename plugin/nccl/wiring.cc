@@ -7,18 +7,54 @@
 
 namespace gradcomp::nccl {
 
+namespace {
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// One fixed-size record per rank: the common case (every rank agrees) costs a
+// single 16-byte ncclAllGather. Only when the hashes differ do the ranks (all
+// of them: they all saw the same hashes) exchange the full texts to name the
+// differing key. *diff is "" when every rank has the same configuration.
+Status compareConfigs(NcclExchange& exchange, const std::string& text, std::string* diff) {
+  struct Record {
+    uint64_t hash, length;
+  };
+  static_assert(sizeof(Record) == 16, "fixed wire size");
+  Record mine{fnv1a(text), text.size()};
+  std::vector<Record> all(size_t(exchange.size()));
+  GC_CHECK(exchange.gatherBytes(&mine, sizeof mine, all.data()));
+  diff->clear();
+  bool equal = true;
+  for (const Record& r : all) equal = equal && r.hash == mine.hash && r.length == mine.length;
+  if (equal) return Status::Ok();
+  std::vector<std::string> texts;
+  GC_CHECK(exchange.allgather(text, &texts));
+  *diff = firstDifference(texts);
+  if (diff->empty()) *diff = "configuration hashes differ across ranks";
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status wireCommunicator(const Policy& policy, CommState& state) {
   auto start = std::chrono::steady_clock::now();
   NcclExchange exchange(state.comm, state.rank, state.id.nranks);
-  std::vector<std::string> texts;
-  GC_CHECK(exchange.allgather(effectiveConfigText(policy, state.id, state.selected), &texts));
-  std::string diff = firstDifference(texts);
+  std::string diff;
+  GC_CHECK(compareConfigs(exchange, effectiveConfigText(policy, state.id, state.selected), &diff));
   state.wiring = Wiring::Disabled;
   if (!diff.empty()) {
     state.disabledWhy = "configuration differs across ranks: " + diff;
     GC_WARN("communicator #%llu (%d ranks): configuration differs across ranks: %s; compression "
             "disabled on this communicator on every rank",
             (unsigned long long)state.id.index, state.id.nranks, diff.c_str());
+    return Status::Ok();
+  }
+  if (!policy.enabled()) {
+    state.disabledWhy = "off";
     return Status::Ok();
   }
   if (!state.selected) {

@@ -1,7 +1,12 @@
-// Setting a selected communicator up for compression, collectively over the
-// real communicator: (1) allgather the effective configuration text; any
-// difference disables compression on that communicator on every rank with one
-// WARN naming the first differing key; (2) create the UCX transport (worker
+// Setting a communicator up, collectively over the real communicator. Every
+// rank that has libgradcomp loaded runs step (1) for every multi-process
+// communicator, whatever its own settings (GRADCOMP_ALGO=off and a rejected
+// configuration included), so that ranks with different settings never wait
+// for each other: (1) allgather a 16-byte hash of the effective configuration
+// text (the texts themselves only when the hashes differ); any difference
+// disables compression on that communicator on every rank with one WARN
+// naming the first differing key; then, only where compression is on and the
+// communicator selected: (2) create the UCX transport (worker
 // addresses exchanged through the same real communicator); (3) allgather
 // whether (2) succeeded everywhere, so that ranks never disagree about
 // compressing. Every rank reaches the same Wiring state.

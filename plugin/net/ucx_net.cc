@@ -83,6 +83,18 @@ std::string addrText(const sockaddr_in& a) {
   return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
+// The handle arrives from the peer through NCCL's bootstrap: everything UCX
+// will read from it (family, port, address length) is checked first.
+Status parseHandle(const void* handle, Handle* h) {
+  memcpy(h, handle, sizeof *h);
+  GC_REQUIRE(h->magic == kHandleMagic, Err::InvalidArgument,
+             "net plugin: connection handle is not gradcomp's (magic %#x)", h->magic);
+  GC_REQUIRE(h->addr.sin_family == AF_INET && h->addr.sin_port != 0, Err::InvalidArgument,
+             "net plugin: connection handle carries address family %d port %u (expected "
+             "AF_INET with a non-zero port)", int(h->addr.sin_family), unsigned(ntohs(h->addr.sin_port)));
+  return Status::Ok();
+}
+
 uint64_t ucxTag(uint32_t connTag, int tag) { return uint64_t(connTag) << 32 | uint32_t(tag); }
 
 void onEpError(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -281,9 +293,7 @@ Status connect(int dev, const void* handle, void** sendComm) {
   Global& s = g();
   std::lock_guard<std::mutex> lock(s.mu);
   Handle h;
-  memcpy(&h, handle, sizeof h);
-  GC_REQUIRE(h.magic == kHandleMagic, Err::InvalidArgument,
-             "net plugin: connection handle is not gradcomp's (magic %#x)", h.magic);
+  GC_CHECK(parseHandle(handle, &h));
   auto* c = new Comm();
   c->kind = Comm::Send;
   c->connTag = h.connTag;
@@ -470,6 +480,14 @@ Status closeListen(void* listenComm) {
   for (ucp_conn_request_h req : l->pending) ucp_listener_reject(l->listener, req);
   if (l->listener) ucp_listener_destroy(l->listener);
   delete l;
+  return Status::Ok();
+}
+
+Status decodeHandle(const void* handle, uint32_t* connTag, std::string* peer) {
+  Handle h;
+  GC_CHECK(parseHandle(handle, &h));
+  *connTag = h.connTag;
+  *peer = addrText(h.addr);
   return Status::Ok();
 }
 

@@ -34,6 +34,12 @@ struct Properties {
 
 constexpr int kMaxRecvs = 8;
 
+// NCCL's opaque connection handle (NCCL_NET_HANDLE_MAXSIZE bytes a peer sent
+// through NCCL's bootstrap), checked as connect() checks it: InvalidArgument
+// unless it has gradcomp's magic, an IPv4 address and a non-zero port.
+// *connTag and *peer ("a.b.c.d:port") describe the connection it names.
+Status decodeHandle(const void* handle, uint32_t* connTag, std::string* peer);
+
 // Reference-counted: every init needs one finalize.
 Status init();
 void finalize();

@@ -8,7 +8,9 @@
 // The real library: GRADCOMP_NCCL_LIBRARY, else the first libnccl.so.2 on
 // LD_LIBRARY_PATH or in the usual CUDA/system directories that is not this
 // file. Resolved when the shim is loaded; a function the real library lacks
-// aborts with its name when called (never a silent wrong call).
+// aborts with its name when called (never a silent wrong call). When
+// libgradcomp.so is already loaded globally (LD_PRELOAD), the nccl* names it
+// interposes forward to it and pnccl* to the real library.
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -22,8 +24,9 @@
 #include "shim_table.h"  // generated: kShimNames, kShimCount
 
 extern "C" {
-__attribute__((visibility("hidden"))) void* gc_shim_table[kShimCount];
-__attribute__((visibility("hidden"))) extern void* gc_shim_missing_stubs[kShimCount];
+// [i]: ncclX, [kShimCount + i]: pncclX (see CMakeLists.txt).
+__attribute__((visibility("hidden"))) void* gc_shim_table[2 * kShimCount];
+__attribute__((visibility("hidden"))) extern void* gc_shim_missing_stubs[2 * kShimCount];
 
 __attribute__((visibility("hidden"), noreturn)) void gc_shim_missing_index(int index) {
   fprintf(stderr, "gradcomp NCCL shim: %s is not in the real NCCL library (or none was found; "
@@ -84,8 +87,25 @@ void* findReal(std::string* where) {
   return nullptr;
 }
 
+// libgradcomp.so in the global scope (LD_PRELOAD), found by its net plugin
+// symbol and its interposed ncclAllReduce living in the same object; null
+// when absent. A program that looks NCCL up through its own dlopen handle of
+// this shim never searches the global scope, so the shim hands it the
+// interposer's functions itself.
+void* interposer() {
+  void* plugin = dlsym(RTLD_DEFAULT, "ncclNetPlugin_v11");
+  Dl_info info{};
+  if (plugin == nullptr || dladdr(plugin, &info) == 0 || info.dli_fname == nullptr) return nullptr;
+  void* h = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+  void* allReduce = h ? dlsym(h, "ncclAllReduce") : nullptr;
+  Dl_info mine{};
+  if (allReduce == nullptr || dladdr(allReduce, &mine) == 0 || mine.dli_fbase != info.dli_fbase)
+    return nullptr;
+  return h;
+}
+
 __attribute__((constructor)) void resolveRealNccl() {
-  for (int i = 0; i < kShimCount; ++i) gc_shim_table[i] = gc_shim_missing_stubs[i];
+  for (int i = 0; i < 2 * kShimCount; ++i) gc_shim_table[i] = gc_shim_missing_stubs[i];
   std::string where;
   void* h = findReal(&where);
   if (h == nullptr) return;
@@ -93,7 +113,14 @@ __attribute__((constructor)) void resolveRealNccl() {
     std::string profiled = std::string("p") + kShimNames[i];
     void* fn = dlsym(h, profiled.c_str());
     if (fn == nullptr) fn = dlsym(h, kShimNames[i]);
-    if (fn != nullptr) gc_shim_table[i] = fn;
+    if (fn != nullptr) gc_shim_table[i] = gc_shim_table[kShimCount + i] = fn;
+  }
+  // ncclX of the functions the interposer defines go through it; its own
+  // "real" functions resolve to this shim's pncclX, which stay on the real
+  // library, so nothing loops.
+  if (void* gc = interposer()) {
+    for (int i = 0; i < kShimCount; ++i)
+      if (void* fn = dlsym(gc, kShimNames[i])) gc_shim_table[i] = fn;
   }
 }
 

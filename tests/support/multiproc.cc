@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -18,27 +19,14 @@
 namespace gradcomp::test {
 namespace {
 
-// A loopback TCP port that is free right now (the kernel picks it). A small
-// race with other processes remains; the ephemeral range makes it rare.
-int freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
-[[noreturn]] void runChild(int rank, int nranks, int port,
+[[noreturn]] void runChild(int rank, int nranks, int port, pid_t parent,
                            const std::function<int(int rank)>& body,
                            const std::map<std::string, std::string>& env) {
+  // No orphans: if the test process dies (a CTest timeout kills it), the
+  // kernel kills its ranks too. A parent already gone before prctl is caught
+  // by the getppid check.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(126);
   // The test framework's crash handlers belong to the parent; a crashing rank
   // should just die by its signal.
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT})
@@ -79,11 +67,12 @@ std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& b
   std::vector<RankExit> exits(nranks > 0 ? nranks : 0);
   std::vector<pid_t> pids(exits.size(), -1);
   const int port = freeLoopbackPort();
+  const pid_t parent = getpid();
   fflush(stdout);  // buffered output would otherwise be written by every child
   fflush(stderr);
   for (int r = 0; r < nranks; ++r) {
     pid_t pid = fork();
-    if (pid == 0) runChild(r, nranks, port, body, env);
+    if (pid == 0) runChild(r, nranks, port, parent, body, env);
     if (pid < 0) {
       perror("runRanks: fork");
       exits[r].exitCode = 127;
@@ -125,6 +114,23 @@ std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& b
     exits[r].killedAtDeadline = true;
   }
   return exits;
+}
+
+// A small race with other processes remains; the ephemeral range makes it rare.
+int freeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
 }
 
 bool allSucceeded(const std::vector<RankExit>& exits) {

@@ -2,7 +2,8 @@
 // with GRADCOMP_RANK/NRANKS/BOOTSTRAP (127.0.0.1, a free port) and `env` set in
 // their environment before any UCX call, then _exit with its return value.
 // The parent waits at most deadlineS, then kills every child: a hang becomes a
-// test failure, never a hung CI.
+// test failure, never a hung CI. Children get PR_SET_PDEATHSIG=SIGKILL, so
+// they die with the test process even when it is killed itself.
 #pragma once
 
 #include <functional>
@@ -21,6 +22,9 @@ struct RankExit {
 std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& body,
                                const std::map<std::string, std::string>& env = {},
                                double deadlineS = 120.0);
+
+// A loopback TCP port that is free right now (the kernel picks it), or -1.
+int freeLoopbackPort();
 
 // True when every rank exited 0; otherwise prints which did not (for REQUIRE).
 bool allSucceeded(const std::vector<RankExit>& exits);

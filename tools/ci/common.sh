@@ -1,16 +1,22 @@
-# Shared by tools/ci/demo.sh and tools/ci/test.sh (sourced, not run):
-# install what a fresh Debian 12 lacks, configure and build.
-#   BUILD_DIR  build directory (default: build)
-#   JOBS       build parallelism (default: 2)
+# Shared by the tools/ci scripts (sourced, not run): install what a fresh
+# Debian 12 lacks, configure and build.
+#   BUILD_DIR       build directory (default: build)
+#   ASAN_BUILD_DIR  ASan+UBSan build, also the libFuzzer targets (default: build-asan)
+#   TSAN_BUILD_DIR  TSan build (default: build-tsan)
+#   JOBS            build parallelism (default: 2)
 set -euo pipefail
 
 GC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$GC_ROOT/build}"
+ASAN_BUILD_DIR="${ASAN_BUILD_DIR:-$GC_ROOT/build-asan}"
+TSAN_BUILD_DIR="${TSAN_BUILD_DIR:-$GC_ROOT/build-tsan}"
 JOBS="${JOBS:-2}"
+GC_SAN_DIR="$GC_ROOT/tools/ci/sanitizers"
 
 GC_PACKAGES=(build-essential cmake ninja-build pkg-config libucx-dev ucx-utils libhwloc-dev
              catch2 libopenblas-dev dataset-fashion-mnist python3-matplotlib iproute2
-             zlib1g-dev libfftw3-dev libtomlplusplus-dev)
+             zlib1g-dev libfftw3-dev libtomlplusplus-dev
+             clang llvm libclang-rt-14-dev)  # sanitizer and libFuzzer builds
 
 # apt-get only for packages that are missing; sudo only when not root.
 gc_install_missing() {
@@ -33,4 +39,25 @@ gc_build() {
   [ -x /usr/local/cuda/bin/nvcc ] && cuda=ON
   cmake -G Ninja -S "$GC_ROOT" -B "$BUILD_DIR" -DGRADCOMP_CUDA="$cuda"
   cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+# Sanitizer builds: clang, no CUDA. gc_build_sanitized DIR SANITIZERS [FUZZ] [targets...]
+# (FUZZ: ON also builds tests/fuzz; no targets: everything).
+gc_build_sanitized() {
+  local dir="$1" sanitize="$2" fuzz="$3"
+  shift 3
+  CC=clang CXX=clang++ cmake -G Ninja -S "$GC_ROOT" -B "$dir" -DGRADCOMP_CUDA=OFF \
+    -DGRADCOMP_SANITIZE="$sanitize" -DGRADCOMP_FUZZ="$fuzz" >/dev/null
+  cmake --build "$dir" -j "$JOBS" ${1:+--target "$@"}
+}
+
+# Runtime options of the sanitized tests: a finding ends the process that hit
+# it with a non-zero exit (a rank's exit fails its test). No abort_on_error:
+# Catch2's SIGABRT handler can hang under TSan. Only third-party frames are
+# suppressed.
+gc_sanitizer_env() {
+  export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=1"
+  export LSAN_OPTIONS="suppressions=$GC_SAN_DIR/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$GC_SAN_DIR/ubsan.supp"
+  export TSAN_OPTIONS="halt_on_error=1:die_after_fork=0:second_deadlock_stack=1:suppressions=$GC_SAN_DIR/tsan.supp"
 }

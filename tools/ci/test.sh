@@ -1,9 +1,53 @@
 #!/usr/bin/env bash
-# Install what is missing, build, and run every test (what .ci/run runs).
-# Extra arguments go to ctest (e.g. -R params).
+# What .ci/run runs: install what is missing, build, run every test; then,
+# with GC_CI_MATRIX=full (the default), the reliability matrix:
+#   tools/ci/sanitize.sh  whole suite under ASan+UBSan, threaded tests under TSan
+#   tools/ci/fuzz.sh      each libFuzzer target for GC_FUZZ_SECONDS (default 10)
+# GC_CI_MATRIX=quick runs only the normal build and suite. Extra arguments go
+# to the normal suite's ctest (e.g. -R params). The closing line counts
+# everything: "N passed, N failed"; the exit status is non-zero on any failure.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+matrix="${GC_CI_MATRIX:-full}"
+case "$matrix" in full|quick) ;; *) echo "GC_CI_MATRIX=$matrix (accepted: full, quick)" >&2; exit 2 ;; esac
+
 gc_install_missing
 gc_build
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+failed=0
+stage_start=$SECONDS
 # Each test also has its own TIMEOUT property; --timeout covers the rest.
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 "$@"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 "$@" |
+  tee "$BUILD_DIR/ctest-main.log" || failed=1
+main_summary=$(grep -E "tests passed, [0-9]+ tests failed out of" "$BUILD_DIR/ctest-main.log" | tail -1 || true)
+if [ -n "$main_summary" ]; then
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$main_summary")
+  nfail=$(sed -E 's/.*tests passed, ([0-9]+) tests failed.*/\1/' <<<"$main_summary")
+  echo "main suite: $((total - nfail)) passed, $nfail failed" >>"$results"
+else
+  echo "main suite: 0 passed, 1 failed" >>"$results"
+fi
+echo "[main suite: $((SECONDS - stage_start)) s]"
+
+if [ "$matrix" = full ]; then
+  for stage in "tools/ci/sanitize.sh asan" "tools/ci/sanitize.sh tsan" \
+               "tools/ci/fuzz.sh ${GC_FUZZ_SECONDS:-10}"; do
+    stage_start=$SECONDS
+    echo "==== $stage"
+    # shellcheck disable=SC2086
+    "$GC_ROOT"/$stage | tee -a "$results.log" || failed=1
+    grep -E "^(sanitize [a-z]+|fuzz): [0-9]+ passed, [0-9]+ failed$" "$results.log" | tail -1 >>"$results" ||
+      echo "$stage: 0 passed, 1 failed" >>"$results"
+    rm -f "$results.log"
+    echo "[$stage: $((SECONDS - stage_start)) s]"
+  done
+fi
+
+echo "==== summary ($matrix matrix)"
+cat "$results"
+read -r passed nfailed < <(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/' "$results" |
+                           awk '{p += $1; f += $2} END {print p + 0, f + 0}')
+[ "$nfailed" -eq 0 ] || failed=1
+echo "$passed passed, $nfailed failed"
+exit "$failed"

@@ -1,0 +1,51 @@
+#include "algorithms/quant/quant_frame.h"
+
+namespace gradcomp::algo::quant {
+
+Status QuantAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
+  GC_CHECK(checkArgs(name_, args));
+  if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
+  FramePlan plan;
+  GC_CHECK(configure(ctx.config, ctx.net.size(), &plan));
+  GC_CHECK(beginCall(ctx, args, plan.errorFeedback, plan.growth, &calls_, &st_));
+  if (st_.fallback) return fallbackCall(ctx, args, &st_, &ws_);
+  ws_.out.resize(args.count);
+  ws_.contribution.resize(st_.errorFeedback ? args.count : 0);
+  float* contribution = st_.errorFeedback ? ws_.contribution.data() : nullptr;
+  GC_CHECK(step(ctx, args, st_, ws_.out.data(), contribution));
+  return endCall(ctx, args, &st_, ws_.out.data(), contribution);
+}
+
+Status QuantReference::init(int nranks, const param::Overrides& config) {
+  GC_CHECK(loadConfig(config));
+  return CentralRanks::create(nranks, config, &ranks_);
+}
+
+Status QuantReference::expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                              std::vector<double>* expected, std::vector<double>* tolerance) {
+  const std::string who = std::string(name_) + " reference";
+  GC_CHECK(checkArgs(who.c_str(), args, false));
+  if (args.count == 0) {
+    expected->clear();
+    tolerance->clear();
+    return Status::Ok();
+  }
+  const FramePlan p = plan(ranks_->size());
+  std::vector<std::vector<float>> acc, contribution;
+  std::vector<device::AbsStats> stats;
+  bool fallback = false;
+  uint64_t call = 0;
+  GC_CHECK(ranks_->begin(inputs, args, p.errorFeedback, p.growth, &acc, &stats, &fallback, &call));
+  std::vector<float> out(args.count);
+  double relTolerance = 0;
+  if (fallback) {
+    GC_CHECK(ranks_->fallback(acc, args, p.errorFeedback, &out));
+  } else {
+    GC_CHECK(step(args, acc, stats, call, &out, &contribution, &relTolerance));
+    GC_CHECK(ranks_->end(args, p.errorFeedback, acc, contribution));
+  }
+  fillExpected(out, relTolerance, expected, tolerance);
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::algo::quant

@@ -1,0 +1,96 @@
+// The call frame every quantized algorithm (qsgd, rbf, sign, fft) shares,
+// written once: argument checks, the empty call, beginCall / the non-finite
+// fallback / endCall around the algorithm's compressed step, and the same
+// frame on the central side for its Reference (CentralRanks around a central
+// step). An algorithm supplies its parameters and its step; the frame makes
+// the distributed and the central path take the same branches in the same
+// order, which is what keeps `#wrong` at 0.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/quant/quant_common.h"
+#include "common/log.h"
+
+namespace gradcomp::algo::quant {
+
+// What a call's parameters decide before anything is exchanged.
+struct FramePlan {
+  bool errorFeedback = true;  // use the communicator's residual store (when it is on)
+  double growth = 1;          // see mustFallBack
+};
+
+class QuantAlgorithm : public Algorithm {
+ public:
+  explicit QuantAlgorithm(const char* name) : name_(name) {}
+  Status allreduce(Context& ctx, const AllreduceArgs& args) final;
+
+ protected:
+  // Reads this call's parameters and keeps what step() needs.
+  virtual Status configure(const param::Overrides& config, int nranks, FramePlan* plan) = 0;
+  // The compressed allreduce of st.acc (count > 0, no fallback): fills
+  // out[0..count) with what every rank returns (fp32, op applied) and, when
+  // contribution is not null, this rank's own part of it in acc's units
+  // (the residual becomes acc - contribution).
+  virtual Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
+                      float* contribution) = 0;
+
+  Workspace ws_;  // step() may use every member except out and contribution
+
+ private:
+  const char* name_;
+  CallCounter calls_;
+  CallState st_;
+};
+
+// Central mirror of QuantAlgorithm.
+class QuantReference : public Reference {
+ public:
+  explicit QuantReference(const char* name) : name_(name) {}
+  // Reads the parameters; every rank's residual starts afresh.
+  Status init(int nranks, const param::Overrides& config);
+  // Bench flags reach the reference here (registry values until called).
+  Status configure(const param::Overrides& config) final { return init(ranks_->size(), config); }
+  Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
+                std::vector<double>* expected, std::vector<double>* tolerance) final;
+
+ protected:
+  virtual Status loadConfig(const param::Overrides& config) = 0;
+  virtual FramePlan plan(int nranks) const = 0;
+  // Central step over every rank's acc (stats and call as the ranks see them):
+  // fills *out (count values) and, with error feedback, (*contribution)[r]
+  // for every rank; *relTolerance: allowed error relative to max|out| (0:
+  // bit-exact).
+  virtual Status step(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+                      const std::vector<device::AbsStats>& stats, uint64_t call,
+                      std::vector<float>* out, std::vector<std::vector<float>>* contribution,
+                      double* relTolerance) = 0;
+
+ private:
+  const char* name_;
+  std::unique_ptr<CentralRanks> ranks_;
+};
+
+// make*Reference (quant_algorithms.h) for a QuantReference subclass R.
+template <class R>
+Status makeQuantReference(int nranks, const param::Overrides& config,
+                          std::unique_ptr<Reference>* out) {
+  auto ref = std::make_unique<R>();
+  GC_CHECK(ref->init(nranks, config));
+  *out = std::move(ref);
+  return Status::Ok();
+}
+
+// AlgorithmInfo::reference for R: registry values (environment, defaults);
+// null (with a warning) when they are invalid.
+template <class R>
+std::unique_ptr<Reference> registryReference(int nranks, const char* name) {
+  std::unique_ptr<Reference> ref;
+  Status s = makeQuantReference<R>(nranks, param::Overrides{}, &ref);
+  if (!s.ok()) GC_WARN("%s reference: %s", name, s.toString().c_str());
+  return ref;
+}
+
+}  // namespace gradcomp::algo::quant

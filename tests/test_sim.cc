@@ -1,0 +1,170 @@
+// gradcomp-sim: the simulated transport must move exactly the bytes the real
+// in-process transport moves for the same schedule and inputs, its clock must
+// follow the alpha-beta model on hand-computable patterns, and the algorithms'
+// simulated volumes must sit inside the Ok-Topk Table 1 bounds (formulas.h).
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/error_feedback.h"
+#include "tools/gradcomp-bench/inputs.h"
+#include "tools/gradcomp-sim/formulas.h"
+#include "tools/gradcomp-sim/sim_run.h"
+#include "transport/local_transport.h"
+
+using namespace gradcomp;
+
+namespace {
+
+// Bytes each rank sent per call over LocalTransport, for the same job (same
+// inputs, calls, bufferKey) as runSim; mean over the timed calls.
+std::vector<double> localSent(const sim::SimJob& job) {
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(job.algo);
+  REQUIRE(info);
+  auto nets = transport::createLocalTransports(job.ranks, 30.0);
+  std::vector<double> sent(job.ranks, 0.0);
+  std::vector<Status> st(job.ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < job.ranks; ++r)
+    threads.emplace_back([&, r] {
+      auto alg = info->create();
+      std::unique_ptr<algo::ErrorFeedbackStore> ef;
+      st[r] = algo::ErrorFeedbackStore::create(job.config, &ef);
+      std::vector<float> in(job.count), out(job.count);
+      const bench::InputSpec spec{job.input, job.seed, job.ranks};
+      for (int c = 0; c < job.warmup + job.iters && st[r].ok(); ++c) {
+        st[r] = bench::fillInput(spec, r, uint64_t(c), DataType::Float32, in.data(), job.count);
+        if (!st[r].ok()) break;
+        algo::Context ctx{*nets[r], device::cpuBackend(), job.config, uint64_t(c)};
+        ctx.errorFeedback = ef.get();
+        algo::AllreduceArgs a;
+        a.sendBuf = in.data();
+        a.recvBuf = out.data();
+        a.count = job.count;
+        a.bufferKey = 7;
+        nets[r]->resetCounters();
+        st[r] = alg->allreduce(ctx, a);
+        if (c >= job.warmup) sent[r] += double(nets[r]->totalCounters().bytesSent) / job.iters;
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < job.ranks; ++r) {
+    INFO("rank " << r << ": " << st[r].toString());
+    REQUIRE(st[r].ok());
+  }
+  return sent;
+}
+
+sim::SimJob smallJob(const std::string& algo, int P, size_t count) {
+  sim::SimJob job;
+  job.algo = algo;
+  job.ranks = P;
+  job.count = count;
+  job.warmup = 1;
+  job.iters = 2;
+  job.timeoutS = 60;
+  job.model.betaSPerByte = 8.0 / 1e9;  // 1 Gbit/s
+  job.model.alphaS = 10e-6;
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("sim: volumes equal the in-process transport's counters", "[sim]") {
+  // Every registered algorithm, odd and power-of-two P: the simulator runs the
+  // same schedule, so max and mean bytes per rank must match exactly.
+  for (const algo::AlgorithmInfo* info : algo::listAlgorithms()) {
+    for (int P : {3, 4, 8}) {
+      sim::SimJob job = smallJob(info->name, P, 20000);
+      REQUIRE(sim::simulatedJob(&job).ok());
+      sim::SimResult res;
+      const Status s = sim::runSim(job, &res);
+      INFO(info->name << " P=" << P << ": " << s.toString());
+      REQUIRE(s.ok());
+      const std::vector<double> local = localSent(job);
+      double mx = 0, mean = 0;
+      for (double b : local) mx = std::max(mx, b), mean += b / P;
+      CHECK(res.sentMax == Approx(mx).epsilon(1e-12));
+      CHECK(res.sentMean == Approx(mean).epsilon(1e-9));
+      CHECK(res.sentMax > 0);
+      CHECK(res.timeS > 0);
+    }
+  }
+}
+
+TEST_CASE("sim: clock follows the alpha-beta model", "[sim]") {
+  // Ranks 1 and 2 each send 1000 bytes to rank 0 at t = 0; alpha = 1 ms,
+  // beta = 1 us/byte. Each send leaves its NIC at 1 ms and arrives at 2 ms;
+  // rank 0's NIC takes them one at a time: 2 ms and 2 ms + 1 ms.
+  sim::CostModel m;
+  m.alphaS = 1e-3;
+  m.betaSPerByte = 1e-6;
+  auto nets = sim::createSimTransports(3, m, 30);
+  std::vector<double> clocks(3);
+  std::vector<Status> st(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<char> buf(2000, char(r));
+      nets[r]->beginCall();
+      transport::Handle h[2];
+      if (r == 0) {
+        st[r] = nets[r]->irecv(1, 5, buf.data(), 1000, &h[0]);
+        if (st[r].ok()) st[r] = nets[r]->irecv(2, 5, buf.data() + 1000, 1000, &h[1]);
+        if (st[r].ok()) st[r] = nets[r]->waitAll(h, 2, nullptr);
+      } else {
+        st[r] = nets[r]->isend(0, 5, buf.data(), 1000, &h[0]);
+        if (st[r].ok()) st[r] = nets[r]->wait(h[0]);
+      }
+      clocks[r] = nets[r]->endCall();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) REQUIRE(st[r].ok());
+  CHECK(clocks[1] == Approx(1e-3));
+  CHECK(clocks[2] == Approx(1e-3));
+  CHECK(clocks[0] == Approx(3e-3));
+
+  // The dense ring: 2(P-1) steps of alpha + (4n/P) beta each.
+  sim::SimJob job = smallJob("dense", 8, 1 << 16);
+  sim::SimResult res;
+  REQUIRE(sim::runSim(job, &res).ok());
+  const double step = job.model.alphaS + 4.0 * job.count / 8 * job.model.betaSPerByte;
+  CHECK(res.timeS == Approx(2 * 7 * step).epsilon(1e-6));
+}
+
+TEST_CASE("sim: volumes match Ok-Topk Table 1", "[sim]") {
+  // formulas.h: table bandwidth terms in bytes per rank plus our framing
+  // (headers, block lengths), which the table leaves out.
+  const size_t n = 1 << 15;  // 128 KiB per rank: the dense ring, not doubling
+  for (const char* name : {"dense", "topka", "oktopk", "dsa", "gtopk"}) {
+    if (!algo::findAlgorithm(name)) continue;  // gtopk: only where registered
+    for (int P : {4, 8, 16}) {
+      sim::SimJob job = smallJob(name, P, n);
+      REQUIRE(job.config.set("DENSITY", "0.01", "test").ok());
+      sim::SimResult res;
+      REQUIRE(sim::runSim(job, &res).ok());
+      const sim::VolumeBound b = sim::tableVolume(name, P, n, size_t(0.01 * n));
+      INFO(name << " P=" << P << " sent " << res.sentMax << " bytes, table [" << b.lo << ", "
+                << b.hi << "] + framing " << b.framing);
+      REQUIRE(b.known);
+      CHECK(res.sentMax >= 0.98 * b.lo);
+      // 1%: a rank may send a few entries beyond k (ties at the threshold).
+      CHECK(res.sentMax <= 1.01 * b.hi + b.framing);
+      if (std::string(name) == "dense") CHECK(res.sentMax == Approx(b.hi).epsilon(1e-9));
+      if (std::string(name) == "topka")
+        CHECK(res.sentMax == Approx(b.hi + b.framing).epsilon(0.01));
+    }
+  }
+  // Scaling: from P = 4 to 16 TopkA's volume grows with P - 1 (x5), Ok-Topk's
+  // stays below 6k (flat within its [2k, 6k] band).
+  auto sent = [&](const char* name, int P) {
+    sim::SimJob job = smallJob(name, P, n);
+    sim::SimResult res;
+    REQUIRE(sim::runSim(job, &res).ok());
+    return res.sentMax;
+  };
+  CHECK(sent("topka", 16) / sent("topka", 4) == Approx(5.0).epsilon(0.05));
+  CHECK(sent("oktopk", 16) / sent("oktopk", 4) < 1.6);
+}

@@ -1,0 +1,35 @@
+#include "tools/gradcomp-sim/formulas.h"
+
+#include <cmath>
+
+namespace gradcomp::sim {
+
+VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k) {
+  VolumeBound b;
+  const double p = P, dn = double(n), dk = double(k), frac = (p - 1) / p;
+  const double logP = std::log2(p);
+  constexpr double kHeader = 40, kLength = 8;
+  if (algo == "dense") {
+    b = {true, 8 * dn * frac, 8 * dn * frac, 0, "2n(P-1)/P words"};
+  } else if (algo == "topka") {
+    // One block per other rank, each with a header and a length word.
+    b = {true, 8 * dk * (p - 1), 8 * dk * (p - 1), (kHeader + kLength) * (p - 1),
+         "2k(P-1) words"};
+  } else if (algo == "dsa") {
+    b = {true, 16 * dk * frac, 4 * (2 * dk + dn) * frac, 4 * (kHeader + kLength) * (p - 1),
+         "[4k(P-1)/P, (2k+n)(P-1)/P] words"};
+  } else if (algo == "gtopk") {
+    // 4k log P is the critical path (reduce + broadcast); a rank sends at most
+    // one of the two per level, so 2k log P words <= sent <= 4k log P words.
+    b = {true, 8 * dk * logP, 16 * dk * logP, 2 * (kHeader + kLength) * logP + 64 * logP,
+         "4k log2(P) words"};
+  } else if (algo == "oktopk") {
+    // Split (P-1 messages), balance (<= P-1), two allgathers of P-1 blocks,
+    // counts allgather (16 bytes per block), boundary agreement every tau calls.
+    b = {true, 8 * dk * frac, 24 * dk * frac, (4 * kHeader + 4 * kLength + 16) * (p - 1),
+         "[2k(P-1)/P, 6k(P-1)/P] words"};
+  }
+  return b;
+}
+
+}  // namespace gradcomp::sim

@@ -1,0 +1,32 @@
+// Bandwidth terms of the Ok-Topk paper's Table 1 (Li and Hoefler, PPoPP'22),
+// as bytes one rank sends per allreduce. The paper counts words: a COO entry
+// is 2 words (index + value), so its 2k is 8k bytes here (4-byte offsets, fp32
+// values; algorithms/sparse/wire_format.h). n = count, k = density * n.
+//
+//   dense  (Rabenseifner / ring)  2n(P-1)/P words          -> 8n(P-1)/P
+//   topka  (allgather)            2k(P-1) words            -> 8k(P-1)
+//   dsa    (SparCML)              [4k(P-1)/P, (2k+n)(P-1)/P] words
+//   gtopk  (reduction tree)       4k log2 P words (critical path: reduce +
+//                                 broadcast; one rank sends 2k..4k log2 P)
+//   oktopk                        [2k(P-1)/P, 6k(P-1)/P] words
+//
+// Our messages also carry framing the table leaves out: a 40-byte header per
+// sparse message and 8-byte block lengths in the recursive-doubling allgather.
+// VolumeBound::framing estimates it per rank so tests can bound the volume.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace gradcomp::sim {
+
+struct VolumeBound {
+  bool known = false;  // the table has a row for this algorithm
+  double lo = 0, hi = 0;  // bytes sent per rank, table terms only
+  double framing = 0;     // upper estimate of headers and lengths, bytes
+  std::string formula;    // the row, for reports
+};
+
+VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k);
+
+}  // namespace gradcomp::sim

@@ -1,0 +1,251 @@
+// gradcomp-sim: runs the registered algorithms' real schedules for P simulated
+// ranks (threads) over SimTransport's alpha-beta clock and reports, per
+// algorithm and P: bytes sent per rank (max/mean), messages, and the predicted
+// time per allreduce, next to the Ok-Topk Table 1 volume (formulas.h).
+//
+//   gradcomp-sim --algos oktopk,topka --ranks 8..4096 --count 1M --density 0.01
+//                --gbps 1 --alpha-us 30 --json out.json  (one line)
+//
+// --ranks takes a list (4,8,16) or a doubling range (8..4096). The count per
+// row is --count halved until P ranks fit --mem-budget (rankBytes: about eight
+// fp32 buffers per rank, plus topka's gathered blocks), rounded down to a
+// multiple of 1024; the JSON and table say which count each row used.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "common/log.h"
+#include "tools/gradcomp-sim/formulas.h"
+#include "tools/gradcomp-sim/sim_run.h"
+
+namespace gradcomp::sim {
+namespace {
+
+struct Flags {
+  std::vector<std::string> algos;
+  std::vector<int> ranks{4, 8, 16};
+  uint64_t count = 1 << 20, memBudget = uint64_t(6) << 30;
+  double gbps = 10, alphaUs = 0, computeScale = 0;
+  std::string jsonPath;
+  SimJob job;  // algorithm parameters, iterations, inputs
+};
+
+const char* kUsage =
+    "usage: gradcomp-sim [--algos a,b|all] [--ranks 4,8|8..4096] [--count N[K|M]]\n"
+    "  [--mem-budget BYTES] [--gbps RATE] [--alpha-us A] [--compute-scale S]\n"
+    "  [--density D] [--param NAME=VALUE]... [--warmup W] [--iters N] [--seed S]\n"
+    "  [--input gradient|uniform|integer|onehot|ones] [--stack BYTES] [--timeout-s T]\n"
+    "  [--json PATH]\n"
+    "Time model: alpha per message, 1/(gbps*1e9/8) s per byte, one send and one\n"
+    "receive at a time per NIC; --compute-scale charges thread CPU time (0: free).\n";
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+Status parseRanks(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  const size_t dots = text.find("..");
+  if (dots != std::string::npos) {
+    const int lo = std::atoi(text.substr(0, dots).c_str()), hi = std::atoi(text.c_str() + dots + 2);
+    GC_REQUIRE(lo >= 1 && hi >= lo && hi <= (1 << 20), Err::InvalidArgument,
+               "--ranks '%s': expected LO..HI with 1 <= LO <= HI <= 1048576", text.c_str());
+    for (long p = lo; p <= hi; p *= 2) out->push_back(int(p));
+    return Status::Ok();
+  }
+  for (const std::string& part : split(text, ',')) {
+    const int p = std::atoi(part.c_str());
+    GC_REQUIRE(p >= 1 && p <= (1 << 20), Err::InvalidArgument,
+               "--ranks: '%s' is not a rank count in 1..1048576", part.c_str());
+    out->push_back(p);
+  }
+  return Status::Ok();
+}
+
+Status parseDouble(const std::string& flag, const std::string& text, double lo, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  GC_REQUIRE(end && *end == 0 && !text.empty() && *out >= lo, Err::InvalidArgument,
+             "%s '%s': expected a number >= %g", flag.c_str(), text.c_str(), lo);
+  return Status::Ok();
+}
+
+Status parseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    GC_REQUIRE(i + 1 < argc, Err::InvalidArgument, "%s needs a value\n%s", flag.c_str(), kUsage);
+    const std::string v = argv[++i];
+    double d = 0;
+    uint64_t u = 0;
+    if (flag == "--algos") {
+      f->algos.clear();
+      if (v == "all") {
+        for (const algo::AlgorithmInfo* a : algo::listAlgorithms()) f->algos.push_back(a->name);
+      } else {
+        f->algos = split(v, ',');
+      }
+      for (const std::string& a : f->algos)
+        GC_REQUIRE(algo::findAlgorithm(a), Err::InvalidArgument,
+                   "--algos: unknown algorithm '%s': expected one of %s", a.c_str(),
+                   algo::algorithmNames().c_str());
+    } else if (flag == "--ranks") {
+      GC_CHECK(parseRanks(v, &f->ranks));
+    } else if (flag == "--count") {
+      GC_CHECK(param::parseSize(v, flag, &u));
+      f->count = u;
+    } else if (flag == "--mem-budget") {
+      GC_CHECK(param::parseSize(v, flag, &f->memBudget));
+    } else if (flag == "--stack") {
+      GC_CHECK(param::parseSize(v, flag, &u));
+      f->job.stackBytes = u;
+    } else if (flag == "--gbps") {
+      GC_CHECK(parseDouble(flag, v, 1e-6, &f->gbps));
+    } else if (flag == "--alpha-us") {
+      GC_CHECK(parseDouble(flag, v, 0, &f->alphaUs));
+    } else if (flag == "--compute-scale") {
+      GC_CHECK(parseDouble(flag, v, 0, &f->computeScale));
+    } else if (flag == "--timeout-s") {
+      GC_CHECK(parseDouble(flag, v, 0.1, &f->job.timeoutS));
+    } else if (flag == "--density") {
+      GC_CHECK(f->job.config.set("DENSITY", v, flag));
+    } else if (flag == "--param") {
+      const size_t eq = v.find('=');
+      GC_REQUIRE(eq != std::string::npos, Err::InvalidArgument,
+                 "--param '%s': expected NAME=VALUE (a GRADCOMP_ parameter without prefix)",
+                 v.c_str());
+      GC_CHECK(f->job.config.set(v.substr(0, eq), v.substr(eq + 1), "--param"));
+    } else if (flag == "--warmup" || flag == "--iters") {
+      GC_CHECK(parseDouble(flag, v, flag == "--iters" ? 1 : 0, &d));
+      (flag == "--iters" ? f->job.iters : f->job.warmup) = int(d);
+    } else if (flag == "--seed") {
+      GC_CHECK(parseDouble(flag, v, 0, &d));
+      f->job.seed = uint64_t(d);
+    } else if (flag == "--input") {
+      GC_CHECK(bench::parseInput(v, flag, &f->job.input));
+    } else if (flag == "--json") {
+      f->jsonPath = v;
+    } else {
+      return makeStatus(Err::InvalidArgument, "unknown flag '%s'\n%s", flag.c_str(), kUsage);
+    }
+  }
+  if (f->algos.empty()) f->algos = {"dense", "topka", "oktopk"};
+  return Status::Ok();
+}
+
+struct Row {
+  std::string algo;
+  int P;
+  size_t count, k;
+  SimResult r;
+  VolumeBound table;
+};
+
+// Bytes one rank holds for `count` elements: about eight fp32 buffers, plus
+// for the allgather-based top-k (topka) every rank's COO block twice.
+double rankBytes(const std::string& algo, int P, double count, double density) {
+  double b = 32 * count;
+  if (algo == "topka") b += 2 * double(P) * (8 * density * count + 48);
+  return b;
+}
+
+size_t countFor(const Flags& f, const std::string& algo, int P, double density) {
+  uint64_t c = f.count;
+  while (c > 1024 && double(P) * rankBytes(algo, P, double(c), density) > double(f.memBudget))
+    c /= 2;
+  return c >= 1024 ? size_t(c / 1024 * 1024) : size_t(c);
+}
+
+void printRow(const Row& w) {
+  const double hi = w.table.known ? w.table.hi + w.table.framing : 0;
+  std::printf("%-8s %5d %9zu %7zu %11.3f %13.0f %13.0f %13.0f %9.0f %13.0f %7.2f %8.1f\n",
+              w.algo.c_str(), w.P, w.count, w.k, w.r.timeS * 1e3, w.r.sentMax, w.r.sentMean,
+              w.r.recvMax, w.r.msgsMax, hi, hi > 0 ? w.r.sentMax / hi : 0.0, w.r.wallS);
+  std::fflush(stdout);
+}
+
+void writeJson(const Flags& f, const std::vector<Row>& rows) {
+  FILE* out = std::fopen(f.jsonPath.c_str(), "w");
+  if (!out) {
+    GC_WARN("cannot write --json %s", f.jsonPath.c_str());
+    return;
+  }
+  std::fprintf(out, "{\"tool\": \"gradcomp-sim\", \"gbps\": %g, \"alpha_us\": %g, "
+               "\"compute_scale\": %g, \"warmup\": %d, \"iters\": %d, \"seed\": %llu,\n \"rows\": [\n",
+               f.gbps, f.alphaUs, f.computeScale, f.job.warmup, f.job.iters,
+               (unsigned long long)f.job.seed);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& w = rows[i];
+    std::fprintf(out, "  {\"algo\": \"%s\", \"P\": %d, \"count\": %zu, \"k\": %zu, "
+                 "\"time_s\": %.9g, \"sent_max\": %.0f, \"sent_mean\": %.1f, \"recv_max\": %.0f, "
+                 "\"msgs_max\": %.0f, \"msgs_mean\": %.1f, \"table_lo\": %.0f, \"table_hi\": %.0f, "
+                 "\"framing\": %.0f, \"formula\": \"%s\", \"wall_s\": %.2f}%s\n",
+                 w.algo.c_str(), w.P, w.count, w.k, w.r.timeS, w.r.sentMax, w.r.sentMean,
+                 w.r.recvMax, w.r.msgsMax, w.r.msgsMean, w.table.lo, w.table.hi, w.table.framing,
+                 w.table.formula.c_str(), w.r.wallS, i + 1 < rows.size() ? "," : "");
+  }
+  std::fprintf(out, " ]}\n");
+  std::fclose(out);
+}
+
+int run(int argc, char** argv) {
+  Flags f;
+  Status s = parseFlags(argc, argv, &f);
+  if (!s.ok()) {
+    std::fprintf(stderr, "gradcomp-sim: %s\n", s.message().c_str());
+    return 2;
+  }
+  double density = 0.01;
+  (void)f.job.config.getDouble(param::Id::DENSITY, &density);
+  f.job.model.alphaS = f.alphaUs * 1e-6;
+  f.job.model.betaSPerByte = 8.0 / (f.gbps * 1e9);
+  f.job.model.computeScale = f.computeScale;
+  std::printf("# gradcomp-sim: %.3g Gbit/s, alpha %.3g us, compute scale %g, %d warm-up + %d "
+              "timed calls, seed %llu\n", f.gbps, f.alphaUs, f.computeScale, f.job.warmup,
+              f.job.iters, (unsigned long long)f.job.seed);
+  std::printf("%-8s %5s %9s %7s %11s %13s %13s %13s %9s %13s %7s %8s\n", "algo", "P", "count",
+              "k", "time_ms", "sent_max", "sent_mean", "recv_max", "msgs_max", "table_hi+fr",
+              "ratio", "wall_s");
+  std::vector<Row> rows;
+  int failures = 0;
+  for (const std::string& a : f.algos)
+    for (int P : f.ranks) {
+      Row w{a, P, countFor(f, a, P, density), 0, {}, {}};
+      w.k = std::max<size_t>(1, size_t(std::floor(density * double(w.count))));
+      w.table = tableVolume(a, P, w.count, w.k);
+      SimJob job = f.job;
+      job.algo = a;
+      job.ranks = P;
+      job.count = w.count;
+      s = runSim(job, &w.r);
+      if (!s.ok()) {
+        std::fprintf(stderr, "gradcomp-sim: %s at P=%d: %s\n", a.c_str(), P,
+                     s.toString().c_str());
+        ++failures;
+        continue;
+      }
+      printRow(w);
+      rows.push_back(w);
+      if (!f.jsonPath.empty()) writeJson(f, rows);  // partial results survive a later failure
+    }
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace gradcomp::sim
+
+int main(int argc, char** argv) { return gradcomp::sim::run(argc, argv); }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# rank-exec.sh CMD ARGS...: the per-rank command netlab.sh --ranks hands to
+# gradcomp-run. gradcomp-run set GRADCOMP_RANK/NRANKS (and a loopback
+# GRADCOMP_BOOTSTRAP=127.0.0.1:PORT); netlab.sh exported NETLAB_*. Enters host
+# $GRADCOMP_RANK's namespace and execs CMD there with rank 0's listener moved to
+# host 0's lab address (same PORT: free on the host, fresh per launch, so a
+# previous job's TIME_WAIT sockets never block it), UCX restricted to tcp on
+# the emulated link. `ip netns exec` execs CMD in
+# place, so the launcher's signals and exit status reach CMD directly.
+set -euo pipefail
+: "${GRADCOMP_RANK:?rank-exec.sh runs under gradcomp-run (GRADCOMP_RANK is unset)}"
+: "${NETLAB_PREFIX:?rank-exec.sh runs under netlab.sh --ranks (NETLAB_PREFIX is unset)}"
+first_host=${NETLAB_HOSTS%% *}
+port=${GRADCOMP_BOOTSTRAP##*:}
+[[ $port =~ ^[0-9]+$ ]] || port=$NETLAB_PORT
+export GRADCOMP_BOOTSTRAP="$first_host:$port"
+export UCX_TLS=${NETLAB_UCX_TLS:-tcp} UCX_NET_DEVICES=$NETLAB_DEV
+exec ip netns exec "${NETLAB_PREFIX}${GRADCOMP_RANK}" "$@"
