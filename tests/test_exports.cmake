@@ -29,7 +29,13 @@ endif()
 add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/nccl_double ${CMAKE_CURRENT_BINARY_DIR}/nccl_double)
 
 add_executable(test_exports_c ${CMAKE_CURRENT_SOURCE_DIR}/test_exports.c)
-set_target_properties(test_exports_c PROPERTIES LINKER_LANGUAGE C)
+# In sanitizer builds libgradcomp.so needs the C++ parts of the sanitizer
+# runtime (UBSan's vptr checks), which only a C++ link brings in.
+if(GRADCOMP_SANITIZE)
+  set_target_properties(test_exports_c PROPERTIES LINKER_LANGUAGE CXX)
+else()
+  set_target_properties(test_exports_c PROPERTIES LINKER_LANGUAGE C)
+endif()
 target_link_libraries(test_exports_c PRIVATE ${CMAKE_DL_LIBS})
 add_dependencies(test_exports_c gradcomp)
 add_test(NAME exports COMMAND test_exports_c $<TARGET_FILE:gradcomp>)

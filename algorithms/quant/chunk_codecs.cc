@@ -18,7 +18,7 @@ Status MaxMinCodec::encode(device::Backend& dev, const float* src, size_t count,
   device::MaxMinSpec spec{bits_, bucket_, stream};
   const size_t metaBytes = meta.size() * sizeof(float);
   GC_CHECK(dev.quantizeMaxMin(src, count, spec, offset, meta.data(), out + metaBytes));
-  std::memcpy(out, meta.data(), metaBytes);
+  if (metaBytes) std::memcpy(out, meta.data(), metaBytes);  // count 0: both may be null
   return Status::Ok();
 }
 

@@ -1,4 +1,5 @@
 // Status -> gcResult_t, gcResultString and the per-thread last error.
+#include <cstring>
 #include <string>
 
 #include "common/log.h"
@@ -39,7 +40,11 @@ int toResult(const Status& s) {
 extern "C" {
 
 const char* gcResultString(gcResult_t result) {
-  switch (result) {
+  // A C caller may pass any int: read it as one, never as an out-of-range
+  // enum value (undefined behaviour in C++).
+  int value = 0;
+  std::memcpy(&value, &result, sizeof value);
+  switch (value) {
     case gcSuccess: return "success";
     case gcInvalidArgument: return "invalid argument";
     case gcInvalidConfig: return "invalid configuration";
