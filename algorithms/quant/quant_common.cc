@@ -62,6 +62,9 @@ namespace {
 
 // Stats travel as 3 fp64 words; the count is exact below 2^53.
 constexpr size_t kStatsBytes = 3 * sizeof(double);
+// 2^53: larger counts are not exact in fp64 (and converting a value past
+// 2^64 to uint64_t is undefined): a peer sending one is malformed.
+constexpr double kMaxExactCount = 9007199254740992.0;
 
 void packStats(const device::AbsStats& s, double* w) {
   w[0] = s.maxAbs;
@@ -71,7 +74,7 @@ void packStats(const device::AbsStats& s, double* w) {
 
 Status unpackStats(const double* w, int peer, device::AbsStats* s) {
   GC_REQUIRE(std::isfinite(w[0]) && w[0] >= 0 && std::isfinite(w[1]) && w[1] >= 0 &&
-                 w[2] >= 0 && w[2] == std::floor(w[2]),
+                 w[2] >= 0 && w[2] <= kMaxExactCount && w[2] == std::floor(w[2]),
              Err::RemoteError, "quantized call stats from rank %d are malformed (%g, %g, %g)",
              peer, w[0], w[1], w[2]);
   s->maxAbs = w[0];

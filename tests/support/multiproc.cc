@@ -116,21 +116,28 @@ std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& b
   return exits;
 }
 
-// A small race with other processes remains; the ephemeral range makes it rare.
+// A port below Linux's ephemeral range (32768-60999 by default), free when
+// checked. Inside that range the kernel may hand the port to any outgoing
+// connection before rank 0 listens on it, including a retrying rank's own
+// connect to it (TCP self-connect): "Address already in use" at rank 0.
+// A small race with other tests picking the same port remains (random start).
 int freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  constexpr int kFirst = 20000, kSpan = 12000;
+  unsigned seed = unsigned(getpid()) * 2654435761u ^ unsigned(time(nullptr));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    seed = seed * 1103515245u + 12345u;
+    const int port = kFirst + int((seed >> 8) % kSpan);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(uint16_t(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return -1;
 }
 
 bool allSucceeded(const std::vector<RankExit>& exits) {
