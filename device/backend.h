@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 #include "common/dtype.h"
 #include "common/status.h"
@@ -24,6 +25,22 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+
+  // ---- Memory (algorithm scratch; device/buffer.h wraps it) ----
+  // Memory every primitive of this backend accepts, that host code may read
+  // and write between primitives, and that transports send from and receive
+  // into. Algorithms run on a backend whose primitives have completed when
+  // they return (the CPU backend; on a GPU the executor's host-ordered
+  // CudaBackend). CPU: the heap. CUDA: mapped pinned host memory, which
+  // kernels address directly (UVA) and UCX sends from. 64-byte aligned;
+  // nullptr when it cannot be had. Thread-safe.
+  virtual void* allocate(size_t bytes) {
+    return ::operator new(bytes ? bytes : 1, std::align_val_t(64), std::nothrow);
+  }
+  virtual void deallocate(void* p, size_t bytes) {
+    (void)bytes;
+    ::operator delete(p, std::align_val_t(64));
+  }
 
   // dst[i] = a[i] + b[i]; dst may alias a or b.
   virtual Status add(void* dst, const void* a, const void* b, size_t n, DataType t) = 0;

@@ -84,8 +84,9 @@ TEST_CASE("exact top-k: exactly k, ties admitted in index order, zeros never", "
   float th = 0;
   REQUIRE(selectTopk(cpu(), x.data(), x.size(), 5, 100, &sel, &th).ok());
   CHECK(th == 2.0f);
-  CHECK(sel.idx == std::vector<uint64_t>({101, 102, 103, 104, 107}));
-  CHECK(sel.val == std::vector<float>({-3, 2, 3, -2, 3}));
+  CHECK(std::vector<uint64_t>(sel.idx.begin(), sel.idx.end()) ==
+        std::vector<uint64_t>({101, 102, 103, 104, 107}));
+  CHECK(std::vector<float>(sel.val.begin(), sel.val.end()) == std::vector<float>({-3, 2, 3, -2, 3}));
   // k above the non-zero count: every non-zero, no zero, no -0.0.
   REQUIRE(selectTopk(cpu(), x.data(), x.size(), 10, 0, &sel, &th).ok());
   CHECK(th == 0.0f);
@@ -225,7 +226,7 @@ TEST_CASE("wire format picks the smallest body by exact size and round trips", "
                                    {std::vector<float>(10, 0.0f), WireFormat::Coo}};
   for (const Case& c : cases) {
     const Coo coo = cooOf(c.x, 7);
-    std::vector<uint8_t> msg = {0xAA};  // encode appends
+    device::Buffer<uint8_t> msg = {0xAA};  // encode appends
     WireFormat f;
     REQUIRE(encodeSparse(cpu(), coo.idx.data(), coo.val.data(), coo.size(), 7, c.x.size(), &msg,
                          &f).ok());
@@ -271,9 +272,9 @@ Status decodeChecked(const std::vector<uint8_t>& msg, size_t n, size_t capacity)
 
 std::vector<uint8_t> encoded(const std::vector<float>& x) {
   const Coo c = cooOf(x);
-  std::vector<uint8_t> msg;
+  device::Buffer<uint8_t> msg;
   REQUIRE(encodeSparse(cpu(), c.idx.data(), c.val.data(), c.size(), 0, x.size(), &msg).ok());
-  return msg;
+  return std::vector<uint8_t>(msg.begin(), msg.end());
 }
 
 }  // namespace

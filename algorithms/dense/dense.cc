@@ -49,7 +49,7 @@ class DenseAllreduce final : public Algorithm {
   }
 
  private:
-  std::vector<char> scratch_;  // receive staging, kept across calls (grown, never shrunk)
+  device::Buffer<char> scratch_;  // receive staging, kept across calls (grown, never shrunk)
 };
 
 // Unit roundoff u and half the smallest subnormal (the absolute rounding error

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "device/buffer.h"
 
 namespace gradcomp::algo::dense {
 
@@ -17,7 +18,8 @@ namespace gradcomp::algo::dense {
 // empty chunks send nothing). Each chunk transfer is split into a few segments
 // so the add of one segment overlaps the arrival of the next.
 // scratch: grown to one chunk.
-Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, std::vector<char>* scratch);
+Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t,
+                     device::Buffer<char>* scratch);
 
 // Recursive doubling over the largest power of two P2 <= P: the first
 // 2(P - P2) ranks fold pairwise first (even rank hands its data to the odd
@@ -25,7 +27,7 @@ Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, std::vec
 // buffer exchanges: for small buffers, where latency dominates.
 // scratch: grown to the whole buffer.
 Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataType t,
-                                  std::vector<char>* scratch);
+                                  device::Buffer<char>* scratch);
 
 // Element range [begin, begin + size) of chunk c when count elements are split
 // over P chunks: the first count % P chunks get one extra element.

@@ -13,7 +13,7 @@
 namespace gradcomp::algo::dense {
 
 Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataType t,
-                                  std::vector<char>* scratch) {
+                                  device::Buffer<char>* scratch) {
   transport::Transport& net = ctx.net;
   const int P = net.size(), r = net.rank();
   const size_t bytes = count * dtypeSize(t);
@@ -32,6 +32,7 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
     return req.waitAll();
   }
 
+  device::bound(*scratch, ctx.dev);
   if (scratch->size() < bytes) scratch->resize(bytes);
   char* tmp = scratch->data();
   if (r < 2 * extra) {  // odd rank of a pair: absorb the partner's data

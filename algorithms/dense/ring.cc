@@ -32,13 +32,15 @@ int mod(int a, int P) { return ((a % P) + P) % P; }
 
 }  // namespace
 
-Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, std::vector<char>* scratch) {
+Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t,
+                     device::Buffer<char>* scratch) {
   transport::Transport& net = ctx.net;
   const int P = net.size(), r = net.rank();
   const int right = mod(r + 1, P), left = mod(r - 1, P);
   const size_t esz = dtypeSize(t);
   char* base = static_cast<char*>(buf);
   const size_t maxChunk = chunkOf(count, P, 0).size;  // chunk 0 is never smaller
+  device::bound(*scratch, ctx.dev);
   if (scratch->size() < maxChunk * esz) scratch->resize(maxChunk * esz);
   char* tmp = scratch->data();
   auto tag = [&](int step, size_t seg) {

@@ -13,23 +13,24 @@ size_t MaxMinCodec::encodedBytes(size_t count) const {
 
 Status MaxMinCodec::encode(device::Backend& dev, const float* src, size_t count, size_t offset,
                            uint64_t stream, uint8_t* out) const {
-  thread_local std::vector<float> meta;  // per thread: no allocation per call
-  meta.resize(2 * device::maxMinBuckets(count, bucket_));
+  // The payload starts with the bucket meta: the primitive writes it in
+  // place (payloads begin a backend buffer, so it is float-aligned).
+  GC_REQUIRE(uintptr_t(out) % alignof(float) == 0, Err::Internal,
+             "qsgd encode: payload at %p is not float-aligned", static_cast<void*>(out));
+  const size_t metaBytes = 2 * sizeof(float) * device::maxMinBuckets(count, bucket_);
   device::MaxMinSpec spec{bits_, bucket_, stream};
-  const size_t metaBytes = meta.size() * sizeof(float);
-  GC_CHECK(dev.quantizeMaxMin(src, count, spec, offset, meta.data(), out + metaBytes));
-  if (metaBytes) std::memcpy(out, meta.data(), metaBytes);  // count 0: both may be null
-  return Status::Ok();
+  return dev.quantizeMaxMin(src, count, spec, offset, reinterpret_cast<float*>(out),
+                            out + metaBytes);
 }
 
 Status MaxMinCodec::decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
                            float* dst, bool accumulate) const {
-  thread_local std::vector<float> meta;  // per thread: no allocation per call
-  meta.resize(2 * device::maxMinBuckets(count, bucket_));
-  const size_t metaBytes = meta.size() * sizeof(float);
-  if (metaBytes) std::memcpy(meta.data(), in, metaBytes);  // count 0: meta.data() may be null
+  GC_REQUIRE(uintptr_t(in) % alignof(float) == 0, Err::Internal,
+             "qsgd decode: payload at %p is not float-aligned", static_cast<const void*>(in));
+  const size_t metaBytes = 2 * sizeof(float) * device::maxMinBuckets(count, bucket_);
   device::MaxMinSpec spec{bits_, bucket_, 0};
-  Status s = dev.dequantizeMaxMin(meta.data(), in + metaBytes, count, spec, dst, accumulate);
+  Status s = dev.dequantizeMaxMin(reinterpret_cast<const float*>(in), in + metaBytes, count,
+                                  spec, dst, accumulate);
   if (s.code() == Err::RemoteError)
     return makeStatus(Err::RemoteError, "qsgd payload from rank %d: %s", peer, s.message().c_str());
   return s;

@@ -63,6 +63,18 @@ Status exchangeAll(transport::Transport& net, uint64_t tag, const std::vector<Tr
   return Status::Ok();
 }
 
+void Workspace::bind(device::Backend& dev) {
+  for (auto* b : {&out, &contribution, &sum, &spectrum, &own, &packed}) device::bound(*b, dev);
+  device::bound(bytes, dev);
+}
+
+void Workspace::bindPeers(device::Backend& dev, int P) {
+  for (auto* v : {&send, &recv}) {
+    v->resize(size_t(P));
+    for (auto& b : *v) device::bound(b, dev);
+  }
+}
+
 namespace {
 
 // Owner's sum for its chunk: contributions in rank order, its own exact.
@@ -82,10 +94,10 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   const ChunkRange mine = chunkRange(n, P, r, align);
 
   // Phase 1: encode every other chunk for its owner.
-  std::vector<std::vector<uint8_t>>& sendBuf = ws->send;
-  std::vector<std::vector<uint8_t>>& recvBuf = ws->recv;
-  sendBuf.resize(P);
-  recvBuf.resize(P);
+  ws->bind(dev);
+  ws->bindPeers(dev, P);
+  std::vector<device::Buffer<uint8_t>>& sendBuf = ws->send;
+  std::vector<device::Buffer<uint8_t>>& recvBuf = ws->recv;
   std::vector<Transfer> sends, recvs;
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
@@ -102,7 +114,7 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep), recvs, sends,
                        "quantized reduce-scatter"));
 
-  std::vector<float>& sum = ws->sum;
+  device::Buffer<float>& sum = ws->sum;
   sum.resize(mine.size);
   for (int s = 0; s < P; ++s) {
     if (s == r) {
@@ -115,7 +127,7 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   GC_CHECK(finishSum(dev, op, P, sum.data(), mine.size));
 
   // Phase 2: the owner's encoded sum to everyone; all decode the same bytes.
-  std::vector<uint8_t>& ownBuf = ws->bytes;
+  device::Buffer<uint8_t>& ownBuf = ws->bytes;
   ownBuf.resize(phase2.encodedBytes(mine.size));
   GC_CHECK(phase2.encode(dev, sum.data(), mine.size, mine.begin, seeds.phase2(r), ownBuf.data()));
   GC_CHECK(phase2.decode(dev, ownBuf.data(), mine.size, r, out + mine.begin, false));

@@ -21,16 +21,22 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "device/buffer.h"
 #include "device/quant_types.h"
 
 namespace gradcomp::algo::quant {
 
 // Buffers an algorithm object keeps across calls (grown, never shrunk): large
 // calls then neither allocate nor fault in fresh pages every time.
+// All of it is backend memory (device/buffer.h): bind(dev) at the start of a
+// call moves it into the call's backend (a no-op once there).
 struct Workspace {
-  std::vector<float> out, contribution, sum, spectrum, own;
-  std::vector<std::vector<uint8_t>> send, recv;  // by peer
-  std::vector<uint8_t> bytes;
+  device::Buffer<float> out, contribution, sum, spectrum, own, packed;
+  std::vector<device::Buffer<uint8_t>> send, recv;  // by peer
+  device::Buffer<uint8_t> bytes;
+  void bind(device::Backend& dev);
+  // send/recv sized to P buffers, each in dev's memory.
+  void bindPeers(device::Backend& dev, int P);
 };
 
 // Encodes fp32 chunks into self-describing-enough payloads of a fixed size.

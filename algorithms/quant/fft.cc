@@ -61,9 +61,9 @@ FftLayout layoutFor(const FftConfig& cfg, size_t n, uint64_t call) {
 // |spectrum| <= chunk * max|x| per rank; P of them are summed.
 double growthFor(const FftConfig& cfg, int P) { return double(P) * double(cfg.layout.chunk); }
 
-Status inverseTo(device::Backend& dev, const FftLayout& l, const std::vector<float>& spectrum,
-                 RedOp op, int P, float* out) {
-  GC_CHECK(dev.fftInverse(spectrum.data(), l.n, l.chunk, out));
+Status inverseTo(device::Backend& dev, const FftLayout& l, const float* spectrum, RedOp op,
+                 int P, float* out) {
+  GC_CHECK(dev.fftInverse(spectrum, l.n, l.chunk, out));
   if (op == RedOp::Avg) GC_CHECK(dev.divide(out, l.n, DataType::Float32, P));
   return Status::Ok();
 }
@@ -83,10 +83,10 @@ class Fft final : public QuantAlgorithm {
     const int P = ctx.net.size(), r = ctx.net.rank();
     const FftLayout l = layoutFor(cfg_, args.count, st.call);
     const size_t bytes = fftPayloadBytes(l);
-    std::vector<std::vector<uint8_t>>& payload = ws_.recv;
-    payload.resize(P);
+    ws_.bindPeers(ctx.dev, P);
+    std::vector<device::Buffer<uint8_t>>& payload = ws_.recv;
     for (auto& p : payload) p.resize(bytes);
-    GC_CHECK(fftEncode(ctx.dev, l, st.acc.data(), payload[r].data()));
+    GC_CHECK(fftEncode(ctx.dev, l, st.acc.data(), payload[r].data(), &scratch_));
     std::vector<Transfer> sends, recvs;
     for (int j = 0; j < P; ++j) {
       if (j == r) continue;
@@ -96,20 +96,22 @@ class Fft final : public QuantAlgorithm {
     GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, 1), recvs, sends,
                          "FFT payload allgather"));
     const size_t bins = device::fftBinCount(l.n, l.chunk);
-    std::vector<float>& spectrum = ws_.spectrum;
+    device::Buffer<float>& spectrum = ws_.spectrum;
     spectrum.assign(2 * bins, 0.0f);
-    for (int s = 0; s < P; ++s) GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[s].data(), s, spectrum.data()));
-    GC_CHECK(inverseTo(ctx.dev, l, spectrum, args.op, P, out));
+    for (int s = 0; s < P; ++s)
+      GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[s].data(), s, spectrum.data(), &scratch_));
+    GC_CHECK(inverseTo(ctx.dev, l, spectrum.data(), args.op, P, out));
     if (contribution) {
-      std::vector<float>& own = ws_.own;
+      device::Buffer<float>& own = ws_.own;
       own.assign(2 * bins, 0.0f);
-      GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[r].data(), r, own.data()));
+      GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[r].data(), r, own.data(), &scratch_));
       GC_CHECK(ctx.dev.fftInverse(own.data(), l.n, l.chunk, contribution));
     }
     return Status::Ok();
   }
 
   FftConfig cfg_;
+  FftScratch scratch_;
 };
 
 class FftReference final : public QuantReference {
@@ -139,7 +141,7 @@ class FftReference final : public QuantReference {
       GC_CHECK(dev.fftInverse(own.data(), l.n, l.chunk, (*contribution)[s].data()));
     }
     out->resize(args.count);
-    GC_CHECK(inverseTo(dev, l, spectrum, args.op, P, out->data()));
+    GC_CHECK(inverseTo(dev, l, spectrum.data(), args.op, P, out->data()));
     // Same plans, same operations, same order: bit-exact in practice. The
     // tolerance (1e-6 of the largest |result|) only allows for an FFT library
     // that picks different kernels in the two processes.

@@ -28,16 +28,19 @@ size_t fftPayloadBytes(const FftLayout& l) {
   return bytes;
 }
 
-Status fftEncode(device::Backend& dev, const FftLayout& l, const float* acc, uint8_t* payload) {
+Status fftEncode(device::Backend& dev, const FftLayout& l, const float* acc, uint8_t* payload,
+                 FftScratch* scratch) {
   const size_t bins = device::fftBinCount(l.n, l.chunk);
-  thread_local std::vector<float> spectrum;  // per thread: no allocation per call
+  FftScratch local;
+  if (scratch == nullptr) scratch = &local;
+  device::Buffer<float>& spectrum = device::bound(scratch->spectrum, dev);
   spectrum.resize(2 * bins);
   GC_CHECK(dev.fftForward(acc, l.n, l.chunk, spectrum.data()));
   uint8_t* bitmap = payload;
   GC_CHECK(dev.fftSelectBins(spectrum.data(), l.n, l.chunk, l.keep, bitmap));
   size_t total = 0;
   for (size_t c = 0; c < device::fftChunkCount(l.n, l.chunk); ++c) total += keptIn(l, c);
-  thread_local std::vector<float> packed;
+  device::Buffer<float>& packed = device::bound(scratch->packed, dev);
   packed.resize(2 * total);
   GC_CHECK(dev.gatherBins(spectrum.data(), bitmap, bins, packed.data()));
   uint8_t* p = payload + device::packedBytes(bins, 1);
@@ -66,7 +69,9 @@ Status fftEncode(device::Backend& dev, const FftLayout& l, const float* acc, uin
 }
 
 Status fftDecodeAdd(device::Backend& dev, const FftLayout& l, const uint8_t* payload, int peer,
-                    float* spectrum) {
+                    float* spectrum, FftScratch* scratch) {
+  FftScratch local;
+  if (scratch == nullptr) scratch = &local;
   const size_t bins = device::fftBinCount(l.n, l.chunk);
   const uint8_t* bitmap = payload;
   size_t total = 0;
@@ -82,7 +87,7 @@ Status fftDecodeAdd(device::Backend& dev, const FftLayout& l, const uint8_t* pay
   }
   GC_REQUIRE(bins % 8 == 0 || (bitmap[bins / 8] >> (bins % 8)) == 0, Err::RemoteError,
              "FFT payload from rank %d: bitmap padding bits are set", peer);
-  thread_local std::vector<float> packed;
+  device::Buffer<float>& packed = device::bound(scratch->packed, dev);
   packed.resize(2 * total);
   const uint8_t* p = payload + device::packedBytes(bins, 1);
   float* values = packed.data();

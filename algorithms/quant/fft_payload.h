@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "device/backend.h"
+#include "device/buffer.h"
 
 namespace gradcomp::algo::quant {
 
@@ -33,13 +33,19 @@ struct FftLayout {
 
 size_t fftPayloadBytes(const FftLayout& layout);
 
+// Temporaries of encode/decode, kept by the caller across calls. nullptr:
+// fresh heap buffers (host-only callers: references, tests, fuzzers).
+struct FftScratch {
+  device::Buffer<float> spectrum, packed;
+};
+
 // Encodes acc[0..n) into payload (fftPayloadBytes bytes).
 Status fftEncode(device::Backend& dev, const FftLayout& layout, const float* acc,
-                 uint8_t* payload);
+                 uint8_t* payload, FftScratch* scratch = nullptr);
 
 // spectrum (fftBinCount complex bins) += the payload's decoded bins; `peer`
 // names the sender in errors.
 Status fftDecodeAdd(device::Backend& dev, const FftLayout& layout, const uint8_t* payload,
-                    int peer, float* spectrum);
+                    int peer, float* spectrum, FftScratch* scratch = nullptr);
 
 }  // namespace gradcomp::algo::quant

@@ -95,7 +95,7 @@ Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback,
   const int P = ctx.net.size(), r = ctx.net.rank();
   st->key = args.bufferKey;
   st->call = counter->next(args.bufferKey);
-  st->acc.resize(n);
+  device::bound(st->acc, ctx.dev).resize(n);
   GC_CHECK(ctx.dev.convert(st->acc.data(), DataType::Float32, args.sendBuf, args.dtype, n));
   st->errorFeedback = useErrorFeedback && storeOn(ctx);
   if (st->errorFeedback)
@@ -121,7 +121,7 @@ Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback,
 
 Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* st, Workspace* ws) {
   const size_t n = args.count;
-  std::vector<float>& out = ws->out;
+  device::Buffer<float>& out = device::bound(ws->out, ctx.dev);
   out.resize(n);
   RawCodec raw;
   GC_CHECK(exchangeCodes(ctx, raw, raw, ExchangeSeeds{}, args.op, st->acc.data(), n, out.data(),

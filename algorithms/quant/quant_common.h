@@ -54,7 +54,7 @@ bool mustFallBack(const std::vector<device::AbsStats>& all, double growth);
 
 // One call's distributed state on this rank.
 struct CallState {
-  std::vector<float> acc;                // fp32 input (+ residual)
+  device::Buffer<float> acc;             // fp32 input (+ residual), backend memory
   std::vector<device::AbsStats> stats;   // every rank's stats of acc, by rank
   bool fallback = false;
   bool errorFeedback = false;

@@ -8,6 +8,7 @@ Status QuantAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   FramePlan plan;
   GC_CHECK(configure(ctx.config, ctx.net.size(), &plan));
   GC_CHECK(beginCall(ctx, args, plan.errorFeedback, plan.growth, &calls_, &st_));
+  ws_.bind(ctx.dev);
   if (st_.fallback) return fallbackCall(ctx, args, &st_, &ws_);
   ws_.out.resize(args.count);
   ws_.contribution.resize(st_.errorFeedback ? args.count : 0);

@@ -128,7 +128,7 @@ class Sign final : public QuantAlgorithm {
               float* contribution) override {
     const size_t n = args.count, block = block_, blocks = blockCount(n, block);
     const int P = ctx.net.size(), r = ctx.net.rank();
-    std::vector<uint8_t>& decisions = ws_.bytes;
+    device::Buffer<uint8_t>& decisions = ws_.bytes;
     GC_CHECK(ring(ctx, st.acc.data(), n, &decisions));
     for (int c = 0; c < P; ++c) {  // out = d
       const ChunkRange ch = chunkRange(n, P, c, 1);
@@ -172,16 +172,17 @@ class Sign final : public QuantAlgorithm {
 
   // Fills *decisions with every chunk's packed decision bits (chunk c at
   // offsets_[c]).
-  Status ring(Context& ctx, const float* acc, size_t n, std::vector<uint8_t>* decisions) {
+  Status ring(Context& ctx, const float* acc, size_t n, device::Buffer<uint8_t>* decisions) {
     device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), r = ctx.net.rank();
     const int next = mod(r + 1, P), prev = mod(r - 1, P);
     auto range = [&](int c) { return chunkRange(n, P, c, 1); };
-    auto votesOf = [&](int c, std::vector<uint8_t>* v) {
+    auto votesOf = [&](int c, device::Buffer<uint8_t>* v) {
       v->assign(device::packedBytes(range(c).size, 1), 0);
       return dev.signPack(acc + range(c).begin, range(c).size, v->data());
     };
-    std::vector<uint8_t>&cur = ringCur_, &recv = ringRecv_, &votes = ringVotes_;
+    device::Buffer<uint8_t>&cur = device::bound(ringCur_, dev), &recv = device::bound(ringRecv_, dev),
+                           &votes = device::bound(ringVotes_, dev);
     GC_CHECK(votesOf(mod(r - 1, P), &cur));  // counts of 1 rank at width 1 = the votes
     for (int i = 1; i < P; ++i) {
       // cur holds chunk (r - i) mod P, counted over i ranks.
@@ -222,7 +223,7 @@ class Sign final : public QuantAlgorithm {
   std::vector<size_t> offsets_;
   size_t block_ = 1024;
   std::vector<float> shares_;  // [rank][block]
-  std::vector<uint8_t> ringCur_, ringRecv_, ringVotes_;  // ring scratch, kept across calls
+  device::Buffer<uint8_t> ringCur_, ringRecv_, ringVotes_;  // ring scratch, kept across calls
 };
 
 // Central semantics: the elementwise majority of all ranks' votes, scaled by

@@ -1,7 +1,9 @@
 // Small collectives for the sparse schedules (see collectives.h).
 #include "algorithms/sparse/collectives.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace gradcomp::algo::sparse {
 
@@ -61,7 +63,7 @@ Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any) {
 namespace {
 
 Status ringAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                     std::vector<std::vector<uint8_t>>* blocks) {
+                     std::vector<device::Buffer<uint8_t>>* blocks) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   const int next = (me + 1) % P, prev = (me - 1 + P) % P;
   for (int s = 0; s < P - 1; ++s) {
@@ -86,7 +88,7 @@ Status ringAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& cap
 // ranks sharing its rank's high bits. A message is u64 lengths of the
 // sender's 2^r blocks followed by their bytes.
 Status doublingAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                         std::vector<std::vector<uint8_t>>* blocks) {
+                         std::vector<device::Buffer<uint8_t>>* blocks) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   std::vector<uint8_t> out, in;
   int round = 0;
@@ -128,10 +130,11 @@ Status doublingAllgather(Context& ctx, uint64_t step, const std::vector<size_t>&
 }  // namespace
 
 Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                       std::vector<std::vector<uint8_t>>* blocks) {
+                       std::vector<device::Buffer<uint8_t>>* blocks) {
   const int P = ctx.net.size();
   GC_REQUIRE(int(caps.size()) == P && int(blocks->size()) == P, Err::Internal,
              "allgatherBlocks: %zu caps / %zu blocks for %d ranks", caps.size(), blocks->size(), P);
+  for (auto& b : *blocks) device::bound(b, ctx.dev);  // receivers decode them with primitives
   if ((P & (P - 1)) == 0) return doublingAllgather(ctx, step, caps, blocks);
   return ringAllgather(ctx, step, caps, blocks);
 }
@@ -140,7 +143,7 @@ Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& 
                       std::vector<uint64_t>* all) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   const size_t bytes = mine.size() * 8;
-  std::vector<std::vector<uint8_t>> blocks(P);
+  std::vector<device::Buffer<uint8_t>> blocks(P);
   blocks[me].resize(bytes);
   if (bytes) std::memcpy(blocks[me].data(), mine.data(), bytes);
   GC_CHECK(allgatherBlocks(ctx, step, std::vector<size_t>(P, bytes), &blocks));
@@ -150,6 +153,79 @@ Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& 
                "allgather: rank %d contributed %zu bytes, expected %zu", r, blocks[r].size(), bytes);
     if (bytes) std::memcpy(all->data() + mine.size() * r, blocks[r].data(), bytes);
   }
+  return Status::Ok();
+}
+
+namespace {
+
+// Sends `count` words to `to` and receives exactly `expect` words from `from`
+// into (*in)[0, expect) (-1: no such transfer) in one round.
+Status exchangeWords(Context& ctx, uint64_t step, int to, const uint64_t* out, size_t count,
+                     int from, size_t expect, std::vector<uint64_t>* in) {
+  const uint64_t tag = makeTag(ctx.callSeq, step);
+  in->resize(expect + 1);  // never a zero-size buffer
+  size_t got = 0;
+  RequestSet req(ctx.net);
+  if (from >= 0) GC_CHECK(req.recv(from, tag, in->data(), 8 * expect, &got));
+  if (to >= 0) GC_CHECK(req.send(to, tag, out, 8 * count));
+  GC_CHECK(req.waitAll());
+  GC_REQUIRE(from < 0 || got == 8 * expect, Err::RemoteError,
+             "allreduce: rank %d sent %zu bytes, expected %zu", from, got, 8 * expect);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status allreduceSumWords(Context& ctx, uint64_t step, std::vector<uint64_t>* words) {
+  const int P = ctx.net.size(), me = ctx.net.rank();
+  const size_t m = words->size();
+  if (m == 0 || P == 1) return Status::Ok();
+  uint64_t* w = words->data();
+  int P2 = 1;
+  while (2 * P2 <= P) P2 *= 2;
+  std::vector<uint64_t> in;
+  if (me >= P2) {  // fold into me - P2 (step), get the sum back (step + 1)
+    GC_CHECK(exchangeWords(ctx, step, me - P2, w, m, -1, 0, &in));
+    GC_CHECK(exchangeWords(ctx, step + 1, -1, nullptr, 0, me - P2, m, &in));
+    std::copy(in.begin(), in.begin() + m, w);
+    return Status::Ok();
+  }
+  const int extra = me + P2 < P ? me + P2 : -1;
+  if (extra >= 0) {
+    GC_CHECK(exchangeWords(ctx, step, -1, nullptr, 0, extra, m, &in));
+    for (size_t i = 0; i < m; ++i) w[i] += in[i];
+  }
+  // Reduce-scatter: at mask the pair (me, me ^ mask) splits [lo, hi) at its
+  // middle; the rank without the mask bit keeps the lower half.
+  uint64_t round = 2;
+  size_t lo = 0, hi = m;
+  std::vector<std::pair<size_t, size_t>> outer;  // [lo, hi) before each halving
+  for (int mask = P2 / 2; mask >= 1; mask /= 2, ++round) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const bool lower = (me & mask) == 0;
+    const size_t keepLo = lower ? lo : mid, keepHi = lower ? mid : hi;
+    const size_t sendLo = lower ? mid : lo, sendHi = lower ? hi : mid;
+    GC_CHECK(exchangeWords(ctx, step + round, me ^ mask, w + sendLo, sendHi - sendLo, me ^ mask,
+                           keepHi - keepLo, &in));
+    for (size_t i = keepLo; i < keepHi; ++i) w[i] += in[i - keepLo];
+    outer.emplace_back(lo, hi);
+    lo = keepLo;
+    hi = keepHi;
+  }
+  // Allgather: retrace the halvings, each pair swapping its reduced halves.
+  for (int mask = 1; mask < P2; mask *= 2, ++round) {
+    const auto [plo, phi] = outer.back();
+    outer.pop_back();
+    const size_t mid = plo + (phi - plo) / 2;
+    const bool lower = (me & mask) == 0;
+    const size_t otherLo = lower ? mid : plo, otherHi = lower ? phi : mid;
+    GC_CHECK(exchangeWords(ctx, step + round, me ^ mask, w + lo, hi - lo, me ^ mask,
+                           otherHi - otherLo, &in));
+    std::copy(in.begin(), in.begin() + (otherHi - otherLo), w + otherLo);
+    lo = plo;
+    hi = phi;
+  }
+  if (extra >= 0) GC_CHECK(exchangeWords(ctx, step + 1, extra, w, m, -1, 0, &in));
   return Status::Ok();
 }
 

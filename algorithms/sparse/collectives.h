@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "device/buffer.h"
 
 namespace gradcomp::algo::sparse {
 
@@ -40,11 +41,20 @@ Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any);
 // Recursive doubling when P is a power of two, a ring otherwise.
 // Steps [step, step + 64).
 Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                       std::vector<std::vector<uint8_t>>* blocks);
+                       std::vector<device::Buffer<uint8_t>>* blocks);
 
 // Allgather of `mine.size()` words (the same size on every rank) into
 // all[r * size + i]. Steps [step, step + 64).
 Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& mine,
                       std::vector<uint64_t>* all);
+
+// In-place allreduce of `words` (the same size on every rank) by wrapping
+// uint64 addition, so the result is exact and independent of the order of
+// summation. Reduce-scatter by recursive halving then allgather by recursive
+// doubling (Rabenseifner) over the largest power of two P2 <= P; ranks
+// r >= P2 first fold their words into rank r - P2 and get the result back from
+// it. Per rank about 2 x 8 x size bytes in 2 log2 P2 (+2) messages.
+// Steps [step, step + 64).
+Status allreduceSumWords(Context& ctx, uint64_t step, std::vector<uint64_t>* words);
 
 }  // namespace gradcomp::algo::sparse

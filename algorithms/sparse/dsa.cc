@@ -31,23 +31,24 @@ struct DsaKey {
 
 class Dsa final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
-                  std::vector<float>& acc, std::vector<float>& result) override {
+                  device::Buffer<float>& acc, device::Buffer<float>& result) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
     DsaKey& st = keys_[tensorKey(args)];
     if (st.count != n) st = DsaKey{n, 0, {}};
     const bool repartition = st.calls++ % uint64_t(params.tau) == 0;
 
-    Coo local;
+    Coo local(ctx.dev);
     GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &local));
     if (repartition || st.bounds.size() != size_t(P) + 1) {
-      std::vector<uint64_t> all;
-      GC_CHECK(allgatherWords(ctx, kStepBounds, oktopk::proposeBoundaries(local, n, P), &all));
-      st.bounds = oktopk::combineBoundaries(all, n, P);
+      // Summed, not gathered (as oktopk): ~2 (P - 1) words per rank.
+      std::vector<uint64_t> sums = oktopk::proposeBoundaries(local, n, P);
+      GC_CHECK(allreduceSumWords(ctx, kStepBounds, &sums));
+      st.bounds = oktopk::boundariesFromSums(sums, n, P);
     }
-    std::vector<float> region;
+    auto region = device::makeBuffer<float>(ctx.dev);
     GC_CHECK(oktopk::splitAndReduce(ctx, local, st.bounds, k, &region));
-    Coo sum;
+    Coo sum(ctx.dev);
     GC_CHECK(oktopk::gatherRegions(ctx, region, st.bounds, k, &sum));
     GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, local.idx.data(), local.size()));
     return ctx.dev.scatterAdd(result.data(), n, 0, sum.idx.data(), sum.val.data(), sum.size());

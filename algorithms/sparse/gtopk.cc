@@ -21,7 +21,7 @@ int treeSize(int P) {
 }
 
 Status mergeTopk(device::Backend& dev, const Coo& a, const Coo& b, size_t k, Coo* out) {
-  Coo sum;
+  Coo sum(dev);
   sum.idx.reserve(a.size() + b.size());
   sum.val.reserve(a.size() + b.size());
   size_t i = 0, j = 0;
@@ -37,8 +37,8 @@ Status mergeTopk(device::Backend& dev, const Coo& a, const Coo& b, size_t k, Coo
   return selectTopkCoo(dev, sum, k, out);
 }
 
-void keepSurvivors(const std::vector<uint64_t>& kept, std::vector<uint64_t>* alive) {
-  std::vector<uint64_t> both;
+void keepSurvivors(const device::Buffer<uint64_t>& kept, device::Buffer<uint64_t>* alive) {
+  device::Buffer<uint64_t> both(alive->get_allocator());
   both.reserve(std::min(kept.size(), alive->size()));
   std::set_intersection(alive->begin(), alive->end(), kept.begin(), kept.end(),
                         std::back_inserter(both));
@@ -54,7 +54,8 @@ constexpr uint64_t kStepFold = 0x40000, kStepRounds = 0x40100, kStepResult = 0x4
 // most k entries from recvFrom (-1: none) into *theirs, both on tag `step`.
 Status exchange(Context& ctx, uint64_t step, size_t n, size_t k, int sendTo, const Coo& mine,
                 int recvFrom, Coo* theirs) {
-  std::vector<uint8_t> out, in(wireBound(n, k));
+  Bytes out = device::makeBuffer<uint8_t>(ctx.dev);
+  Bytes in = device::makeBuffer<uint8_t>(ctx.dev, wireBound(n, k));
   if (sendTo >= 0)
     GC_CHECK(encodeSparse(ctx.dev, mine.idx.data(), mine.val.data(), mine.size(), 0, n, &out));
   size_t got = 0;
@@ -64,6 +65,7 @@ Status exchange(Context& ctx, uint64_t step, size_t n, size_t k, int sendTo, con
   if (sendTo >= 0) GC_CHECK(req.send(sendTo, makeTag(ctx.callSeq, step), out.data(), out.size()));
   GC_CHECK(req.waitAll());
   if (recvFrom < 0) return Status::Ok();
+  theirs->bind(ctx.dev);
   theirs->idx.resize(k);
   theirs->val.resize(k);
   size_t nnz = 0, used = 0;
@@ -79,7 +81,7 @@ Status exchange(Context& ctx, uint64_t step, size_t n, size_t k, int sendTo, con
 // The extra rank learns which of its entries survived: a sorted index list
 // that must be a subset of its own selection.
 Status recvSurvivors(Context& ctx, int from, size_t k, const Coo& local,
-                     std::vector<uint64_t>* alive) {
+                     device::Buffer<uint64_t>* alive) {
   alive->assign(k + 1, 0);  // never a zero-size buffer
   size_t got = 0;
   RequestSet req(ctx.net);
@@ -101,23 +103,23 @@ Status recvSurvivors(Context& ctx, int from, size_t k, const Coo& local,
 
 class GTopk final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
-                  std::vector<float>& acc, std::vector<float>& result) override {
+                  device::Buffer<float>& acc, device::Buffer<float>& result) override {
     const int P = ctx.net.size(), me = ctx.net.rank(), P2 = treeSize(P);
     const size_t n = args.count;
 
-    Coo local, cur;
+    Coo local(ctx.dev), cur(ctx.dev);
     GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &local));
-    std::vector<uint64_t> alive = local.idx;
+    device::Buffer<uint64_t> alive = local.idx;  // copies take the allocator: ctx.dev
     if (me >= P2) {  // extra rank: fold into me - P2, get the result back
       GC_CHECK(exchange(ctx, kStepFold, n, k, me - P2, local, -1, nullptr));
       GC_CHECK(exchange(ctx, kStepResult, n, k, -1, local, me - P2, &cur));
       GC_CHECK(recvSurvivors(ctx, me - P2, k, local, &alive));
     } else {
       const int extra = me + P2 < P ? me + P2 : -1;
-      std::vector<uint64_t> extraAlive;
+      auto extraAlive = device::makeBuffer<uint64_t>(ctx.dev);
       cur = local;
       if (extra >= 0) {
-        Coo theirs, merged;
+        Coo theirs(ctx.dev), merged(ctx.dev);
         GC_CHECK(exchange(ctx, kStepFold, n, k, -1, cur, extra, &theirs));
         GC_CHECK(mergeTopk(ctx.dev, cur, theirs, k, &merged));
         extraAlive = theirs.idx;
@@ -127,7 +129,7 @@ class GTopk final : public SparseAlgorithm {
       }
       int round = 0;
       for (int d = 1; d < P2; d *= 2, ++round) {
-        Coo theirs, merged;
+        Coo theirs(ctx.dev), merged(ctx.dev);
         GC_CHECK(exchange(ctx, kStepRounds + round, n, k, me ^ d, cur, me ^ d, &theirs));
         GC_CHECK(mergeTopk(ctx.dev, cur, theirs, k, &merged));
         keepSurvivors(merged.idx, &alive);
@@ -159,7 +161,7 @@ class GTopkReference final : public SparseReference {
     const int P = frame().nranks(), P2 = treeSize(P);
     const size_t n = args.count;
     std::vector<Coo> local(P), cur(P2);
-    std::vector<std::vector<uint64_t>> alive(P);
+    std::vector<device::Buffer<uint64_t>> alive(P);
     for (int r = 0; r < P; ++r) {
       GC_CHECK(selectTopk(cpu, frame().acc(r).data(), n, k, 0, &local[r]));
       alive[r] = local[r].idx;

@@ -38,6 +38,6 @@ int treeSize(int P);
 Status mergeTopk(device::Backend& dev, const Coo& a, const Coo& b, size_t k, Coo* out);
 
 // alive = alive AND kept (both sorted index lists).
-void keepSurvivors(const std::vector<uint64_t>& kept, std::vector<uint64_t>* alive);
+void keepSurvivors(const device::Buffer<uint64_t>& kept, device::Buffer<uint64_t>* alive);
 
 }  // namespace gradcomp::algo::sparse::gtopk

@@ -1,5 +1,6 @@
 // Ok-Topk: the distributed schedule and its registration (see oktopk.h).
-// Boundaries allgather: tag step 0x30000.
+// Boundaries: the proposals' integer allreduce (allreduceSumWords), tag
+// steps [0x30000, 0x30040).
 #include <map>
 
 #include "algorithms/sparse/collectives.h"
@@ -17,29 +18,32 @@ constexpr uint64_t kStepBounds = 0x30000;
 
 class OkTopk final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
-                  std::vector<float>& acc, std::vector<float>& out) override {
+                  device::Buffer<float>& acc, device::Buffer<float>& out) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
     KeyState& st = keys_[tensorKey(args)];
     if (st.count != n) st = KeyState{n, 0, {}, {}, {}};
     const Schedule sched = scheduleOf(st.compressedCalls++, params);
 
-    Coo local;
+    Coo local(ctx.dev);
     GC_CHECK(selectLocal(ctx.dev, acc.data(), n, k, sched.evaluate, &st.local, &local));
     if (sched.repartition || st.bounds.size() != size_t(P) + 1) {
-      std::vector<uint64_t> all;
-      GC_CHECK(allgatherWords(ctx, kStepBounds, proposeBoundaries(local, n, P), &all));
-      st.bounds = combineBoundaries(all, n, P);
+      // Summed, not gathered: ~2 (P - 1) words sent per rank, not (P - 1)^2.
+      std::vector<uint64_t> sums = proposeBoundaries(local, n, P);
+      GC_CHECK(allreduceSumWords(ctx, kStepBounds, &sums));
+      st.bounds = boundariesFromSums(sums, n, P);
     }
-    std::vector<float> region;
+    auto region = device::makeBuffer<float>(ctx.dev);
     GC_CHECK(splitAndReduce(ctx, local, st.bounds, k, &region));
-    Coo result;
+    Coo result(ctx.dev);
+    const bool globalExact = sched.evaluate || !st.global.valid;  // for the trace
     GC_CHECK(globalPhase(ctx, region, st.bounds, k, sched.evaluate, &st.global, &result));
     // Achieved density per call (GRADCOMP_DEBUG=TRACE): with reused
     // thresholds the local and global counts drift around k.
     GC_TRACE(ALGO, "oktopk key %#llx call %llu%s: n %zu k %zu local %zu result %zu",
              (unsigned long long)tensorKey(args), (unsigned long long)(st.compressedCalls - 1),
-             sched.evaluate ? " (evaluate)" : "", n, k, local.size(), result.size());
+             sched.evaluate ? " (evaluate)" : globalExact ? " (global exact)" : "", n, k,
+             local.size(), result.size());
     GC_CHECK(zeroContribution(ctx.dev, acc.data(), n, local, result));
     return ctx.dev.scatterAdd(out.data(), n, 0, result.idx.data(), result.val.data(),
                               result.size());

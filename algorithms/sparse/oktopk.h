@@ -10,11 +10,18 @@
 // Decisions beyond the paper (docs/design.md):
 // - Local count upper limit = k: a reused local threshold that admits more
 //   than k entries is replaced by an exact selection for that call (this keeps
-//   the 6k(P-1)/P bound); below 3k/4 the threshold is divided by 1.012 for the
-//   next call (the reference code's factor).
+//   the 6k(P-1)/P bound). Fewer than k/2: also an exact selection for that
+//   call (the threshold is rank-local, so this costs compute, not volume);
+//   in [k/2, 3k/4) the threshold is divided by 1.012 for the next call (the
+//   reference code's factor). With the nudges alone (session 2) results fell
+//   to 0.32 k and took tens of calls to recover (docs/results/sparse.md).
 // - Global: the K candidates above the reused global threshold are
-//   allgathered. K <= k: the result is all of them (below 3k/4 the threshold
-//   is divided by 1.01 for the next call). K > k: their exact top-k; since the
+//   allgathered. K <= k: the result is all of them; K < k/2 (and a threshold
+//   above 0) marks the threshold invalid, so the next call evaluates it
+//   exactly (K is known to every rank, so every rank and the reference decide
+//   alike; that call moves the evaluation allgatherv and is exempt from the
+//   6k bound like scheduled evaluations); K in [k/2, 3k/4): divided by 1.01
+//   for the next call. K > k: their exact top-k; since the
 //   candidates are every reduced value above the old threshold, their k-th
 //   largest is the exact global threshold, which replaces the old one (a
 //   free re-evaluation; the paper's *1.008 nudge is not needed). Such calls
@@ -34,7 +41,7 @@ namespace gradcomp::algo::sparse::oktopk {
 
 struct Threshold {
   float th = 0;
-  bool valid = false;
+  bool valid = false;  // false: the next call selects exactly (first call, or recovery)
 };
 
 struct Schedule {
@@ -63,6 +70,9 @@ std::vector<uint64_t> proposeBoundaries(const Coo& selected, size_t n, int P);
 // all = P proposals of P - 1 words: b[0] = 0, b[j] = floor(sum_r all[r][j-1] / P),
 // b[P] = n. Non-decreasing by construction.
 std::vector<uint64_t> combineBoundaries(const std::vector<uint64_t>& all, size_t n, int P);
+// The same from the P - 1 column sums sum_r all[r][j-1] (what the schedule's
+// integer allreduce of the proposals yields): b[j] = min(sums[j-1] / P, n).
+std::vector<uint64_t> boundariesFromSums(const std::vector<uint64_t>& sums, size_t n, int P);
 // Entries of the sorted list `sel` inside [lo, hi): [*first, *last).
 void rangeOf(const Coo& sel, uint64_t lo, uint64_t hi, size_t* first, size_t* last);
 
@@ -70,7 +80,8 @@ void rangeOf(const Coo& sel, uint64_t lo, uint64_t hi, size_t* first, size_t* la
 Status globalEvaluate(device::Backend& dev, const Coo& reduced, size_t k, Threshold* global,
                       Coo* result);
 // Reuse: the K candidates above the reused threshold, truncated to the exact
-// top-k (and the threshold set exactly) when K > k; else nudged.
+// top-k (and the threshold set exactly) when K > k; K < k/2 invalidates the
+// threshold (next call evaluates); K < 3k/4 nudges it.
 Status globalFromCandidates(device::Backend& dev, const Coo& candidates, size_t k,
                             Threshold* global, Coo* result);
 
@@ -82,14 +93,14 @@ Status zeroContribution(device::Backend& dev, float* acc, size_t n, const Coo& l
 // Rank me's region [bounds[me], bounds[me+1]) summed over every rank's local
 // selection (each holds at most k entries), into *region (dense fp32).
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
-                      size_t k, std::vector<float>* region);
+                      size_t k, device::Buffer<float>* region);
 // Every rank's reduced region non-zeros (each region holds at most P*k) to
 // every rank, in index order (allgatherBlocks, each in its smallest format).
-Status gatherRegions(Context& ctx, const std::vector<float>& region,
+Status gatherRegions(Context& ctx, const device::Buffer<float>& region,
                      const std::vector<uint64_t>& bounds, size_t k, Coo* all);
 // Global selection from the reduced regions: *result (sorted, identical on
 // every rank).
-Status globalPhase(Context& ctx, const std::vector<float>& region,
+Status globalPhase(Context& ctx, const device::Buffer<float>& region,
                    const std::vector<uint64_t>& bounds, size_t k, bool evaluate,
                    Threshold* global, Coo* result);
 

@@ -17,10 +17,11 @@ constexpr uint64_t kStepCounts = 0x20000, kStepRegions = 0x20100, kStepBalance =
 // Decodes the blocks gathered from every rank (block r over [bases[r],
 // bases[r] + counts[r]), at most caps[r] entries) and appends them in rank
 // order: sorted, since every block covers indexes above the previous one's.
-Status decodeAll(device::Backend& dev, const std::vector<std::vector<uint8_t>>& blocks,
+Status decodeAll(device::Backend& dev, const std::vector<Bytes>& blocks,
                  const std::vector<uint64_t>& bases, const std::vector<uint64_t>& counts,
                  const std::vector<size_t>& caps, Coo* all) {
   all->clear();
+  all->bind(dev);
   for (size_t r = 0; r < blocks.size(); ++r) {
     const size_t at = all->size();
     all->idx.resize(at + std::max<size_t>(caps[r], 1));
@@ -54,7 +55,7 @@ Status balance(Context& ctx, const Coo& mine, uint64_t n, std::vector<uint64_t>*
     if (*b < *a) *b = *a;
   };
   const uint64_t tag = transport::makeTag(ctx.callSeq, kStepBalance);
-  std::vector<std::vector<uint8_t>> out(P), in(P);
+  std::vector<Bytes> out = bytesOn(ctx.dev, P), in = bytesOn(ctx.dev, P);
   std::vector<size_t> got(P, 0);
   RequestSet req(ctx.net);
   for (int r = 0; r < P; ++r) {
@@ -75,6 +76,7 @@ Status balance(Context& ctx, const Coo& mine, uint64_t n, std::vector<uint64_t>*
   }
   GC_CHECK(req.waitAll());
   balanced->clear();
+  balanced->bind(ctx.dev);
   for (int r = 0; r < P; ++r) {
     uint64_t a, b;
     overlap(r, me, &a, &b);
@@ -102,9 +104,10 @@ Status balance(Context& ctx, const Coo& mine, uint64_t n, std::vector<uint64_t>*
 // The region's entries with |x| > threshold as COO. Counted first so the
 // lists are sized to what is selected, not to the region: zero-filling
 // region-sized lists every call cost more than the selection (perf, 100 MiB).
-Status compactRegion(device::Backend& dev, const std::vector<float>& region, float threshold,
+Status compactRegion(device::Backend& dev, const device::Buffer<float>& region, float threshold,
                      uint64_t base, Coo* out, size_t* count) {
   size_t expected = 0;
+  out->bind(dev);
   GC_CHECK(dev.countAbove(region.data(), region.size(), threshold, &expected));
   out->idx.resize(std::max<size_t>(expected, 1));
   out->val.resize(std::max<size_t>(expected, 1));
@@ -118,13 +121,13 @@ Status compactRegion(device::Backend& dev, const std::vector<float>& region, flo
 }  // namespace
 
 // Every rank's reduced region non-zeros to every rank (evaluation calls).
-Status gatherRegions(Context& ctx, const std::vector<float>& region,
+Status gatherRegions(Context& ctx, const device::Buffer<float>& region,
                      const std::vector<uint64_t>& bounds, size_t k, Coo* all) {
   const int P = ctx.net.size(), me = ctx.net.rank();
-  Coo mine;
+  Coo mine(ctx.dev);
   size_t cnt = 0;
   GC_CHECK(compactRegion(ctx.dev, region, 0.0f, bounds[me], &mine, &cnt));
-  std::vector<std::vector<uint8_t>> blocks(P);
+  std::vector<Bytes> blocks = bytesOn(ctx.dev, P);
   GC_CHECK(encodeSparse(ctx.dev, mine.idx.data(), mine.val.data(), cnt, bounds[me], region.size(),
                         &blocks[me]));
   std::vector<uint64_t> bases(P), counts(P);
@@ -139,16 +142,16 @@ Status gatherRegions(Context& ctx, const std::vector<float>& region,
   return decodeAll(ctx.dev, blocks, bases, counts, entryCaps, all);
 }
 
-Status globalPhase(Context& ctx, const std::vector<float>& region,
+Status globalPhase(Context& ctx, const device::Buffer<float>& region,
                    const std::vector<uint64_t>& bounds, size_t k, bool evaluate,
                    Threshold* global, Coo* result) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   if (evaluate || !global->valid) {
-    Coo all;
+    Coo all(ctx.dev);
     GC_CHECK(gatherRegions(ctx, region, bounds, k, &all));
     return globalEvaluate(ctx.dev, all, k, global, result);
   }
-  Coo mine;
+  Coo mine(ctx.dev);
   size_t cnt = 0;
   GC_CHECK(compactRegion(ctx.dev, region, global->th, bounds[me], &mine, &cnt));
   mine.idx.resize(cnt);
@@ -162,17 +165,17 @@ Status globalPhase(Context& ctx, const std::vector<float>& region,
   uint64_t K = 0, maxCount = 0;
   for (uint64_t c : counts) K += c, maxCount = std::max(maxCount, c);
   const uint64_t n = bounds[P];
-  Coo piece;
+  Coo piece(ctx.dev);
   if (maxCount * uint64_t(P) > 4 * K) GC_CHECK(balance(ctx, mine, n, &counts, &piece));
   else piece = std::move(mine);
 
-  std::vector<std::vector<uint8_t>> blocks(P);
+  std::vector<Bytes> blocks = bytesOn(ctx.dev, P);
   GC_CHECK(encodeSparse(ctx.dev, piece.idx.data(), piece.val.data(), piece.size(), 0, n,
                         &blocks[me]));
   std::vector<size_t> caps(P), entryCaps(P);
   for (int r = 0; r < P; ++r) entryCaps[r] = size_t(counts[r]), caps[r] = wireBound(n, counts[r]);
   GC_CHECK(allgatherBlocks(ctx, kStepFinal, caps, &blocks));
-  Coo candidates;
+  Coo candidates(ctx.dev);
   GC_CHECK(decodeAll(ctx.dev, blocks, std::vector<uint64_t>(P, 0), std::vector<uint64_t>(P, n),
                      entryCaps, &candidates));
   GC_REQUIRE(candidates.size() == K, Err::RemoteError,

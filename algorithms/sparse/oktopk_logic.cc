@@ -10,7 +10,8 @@ Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, b
   size_t count = 0;
   if (!evaluate && state->valid) {
     GC_CHECK(dev.countAbove(acc, n, state->th, &count));
-    if (count <= k) {
+    // Under half of k: re-select exactly now (rank-local, compute only).
+    if (count <= k && 2 * count >= k) {
       out->idx.resize(count);
       out->val.resize(count);
       size_t got = 0;
@@ -20,7 +21,8 @@ Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, b
       return Status::Ok();
     }
   }
-  // Exact: evaluation call, first call, or the reused threshold admitted > k.
+  // Exact: evaluation call, first call, or the reused threshold admitted
+  // more than k or fewer than k/2 entries.
   GC_CHECK(selectTopk(dev, acc, n, k, 0, out, &state->th));
   state->valid = true;
   return Status::Ok();
@@ -35,12 +37,15 @@ std::vector<uint64_t> proposeBoundaries(const Coo& selected, size_t n, int P) {
 }
 
 std::vector<uint64_t> combineBoundaries(const std::vector<uint64_t>& all, size_t n, int P) {
+  std::vector<uint64_t> sums(P - 1, 0);
+  for (int r = 0; r < P; ++r)
+    for (int j = 1; j < P; ++j) sums[j - 1] += all[size_t(r) * (P - 1) + (j - 1)];
+  return boundariesFromSums(sums, n, P);
+}
+
+std::vector<uint64_t> boundariesFromSums(const std::vector<uint64_t>& sums, size_t n, int P) {
   std::vector<uint64_t> b(P + 1, 0);
-  for (int j = 1; j < P; ++j) {
-    uint64_t sum = 0;
-    for (int r = 0; r < P; ++r) sum += all[size_t(r) * (P - 1) + (j - 1)];
-    b[j] = std::min<uint64_t>(sum / uint64_t(P), n);
-  }
+  for (int j = 1; j < P; ++j) b[j] = std::min<uint64_t>(sums[j - 1] / uint64_t(P), n);
   b[P] = n;
   return b;
 }
@@ -71,13 +76,17 @@ Status globalFromCandidates(device::Backend& dev, const Coo& candidates, size_t 
     return Status::Ok();
   }
   *result = candidates;
-  if (4 * K < 3 * k) global->th = global->th / 1.01f;
+  // K is the same on every rank, so is this decision. Under half of k: the
+  // next call evaluates the global threshold exactly (not when it is 0: that
+  // admits every non-zero already); under 3k/4: nudge.
+  if (2 * K < k && global->th > 0) global->valid = false;
+  else if (4 * K < 3 * k) global->th = global->th / 1.01f;
   return Status::Ok();
 }
 
 Status zeroContribution(device::Backend& dev, float* acc, size_t n, const Coo& local,
                         const Coo& result) {
-  std::vector<uint64_t> both;
+  auto both = device::makeBuffer<uint64_t>(dev);
   both.reserve(std::min(local.size(), result.size()));
   std::set_intersection(local.idx.begin(), local.idx.end(), result.idx.begin(), result.idx.end(),
                         std::back_inserter(both));

@@ -20,11 +20,11 @@ constexpr int kMaxInFlight = 4;
 }  // namespace
 
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
-                      size_t k, std::vector<float>* region) {
+                      size_t k, device::Buffer<float>* region) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   const uint64_t lo = bounds[me], len = bounds[me + 1] - lo;
   const uint64_t tag = transport::makeTag(ctx.callSeq, kStepSplit);
-  region->assign(len, 0.0f);
+  device::bound(*region, ctx.dev).assign(len, 0.0f);
 
   // Own entries first (step 0 of the reduce order).
   size_t first = 0, last = 0;
@@ -34,7 +34,7 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
   if (P == 1) return Status::Ok();
 
   // Outgoing pieces, one message per destination (possibly empty).
-  std::vector<std::vector<uint8_t>> out(P), in(P);
+  std::vector<Bytes> out = bytesOn(ctx.dev, P), in = bytesOn(ctx.dev, P);
   std::vector<size_t> got(P, 0);
   const size_t maxIn = size_t(std::min<uint64_t>(k, len));
   for (int s = 1; s < P; ++s) {
@@ -54,7 +54,7 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
     }
     return Status::Ok();
   };
-  Coo piece;
+  Coo piece(ctx.dev);
   piece.idx.resize(std::max<size_t>(maxIn, 1));
   piece.val.resize(std::max<size_t>(maxIn, 1));
   std::unique_ptr<RequestSet> current, next;

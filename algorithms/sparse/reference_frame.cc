@@ -43,7 +43,7 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
       stores_[r]->retireStale(seq);
       GC_CHECK(stores_[r]->addResidual(key, seq, accs_[r].data(), args.count));
     }
-    finite = finite && allFinite(accs_[r]);
+    finite = finite && allFinite(accs_[r].data(), accs_[r].size());
   }
   if (!finite) return expectedDense(inputs, args, expected, tolerance);
   *compress = true;

@@ -50,17 +50,17 @@ Status selectTopk(device::Backend& dev, const float* x, size_t n, size_t k, uint
 }
 
 Status selectTopkCoo(device::Backend& dev, const Coo& in, size_t k, Coo* out, float* threshold) {
-  Coo pos;  // positions into `in`
+  Coo pos(dev);  // positions into `in`
   GC_CHECK(selectTopk(dev, in.val.data(), in.size(), k, 0, &pos, threshold));
   out->idx.resize(pos.size());
-  out->val = std::move(pos.val);
+  out->val = pos.val;
   for (size_t i = 0; i < pos.size(); ++i) out->idx[i] = in.idx[pos.idx[i]];
   return Status::Ok();
 }
 
-bool allFinite(const std::vector<float>& x) {
-  for (float v : x)
-    if (!std::isfinite(v)) return false;
+bool allFinite(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
   return true;
 }
 
@@ -91,14 +91,14 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
 
   ErrorFeedbackStore* ef = ctx.errorFeedback;
   efActive_ = ef && ef->enabled();
-  acc_.resize(args.count);
+  device::bound(acc_, ctx.dev).resize(args.count);
   GC_CHECK(ctx.dev.convert(acc_.data(), DataType::Float32, args.sendBuf, args.dtype, args.count));
   if (efActive_) {
     ef->retireStale(ctx.callSeq);
     GC_CHECK(ef->addResidual(key, ctx.callSeq, acc_.data(), args.count));
   }
   bool nonFinite = false;
-  GC_CHECK(anyRank(ctx, kStepFiniteFlag, !allFinite(acc_), &nonFinite));
+  GC_CHECK(anyRank(ctx, kStepFiniteFlag, !allFinite(acc_.data(), acc_.size()), &nonFinite));
   if (nonFinite) {
     GC_INFO(ALGO, "sparse: a rank's input holds NaN/Inf; this call runs dense, residuals kept");
     return runDense(ctx, args);
@@ -122,7 +122,7 @@ Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   bool compress = false;
   GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
   if (!compress) return Status::Ok();
-  result_.assign(args.count, 0.0f);
+  device::bound(result_, ctx.dev).assign(args.count, 0.0f);
   GC_CHECK(schedule(ctx, args, params, topkCount(params.density, args.count), frame_.acc(),
                     result_));
   return frame_.finish(ctx, args, result_.data());

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "device/buffer.h"
 
 namespace gradcomp::algo::sparse {
 
@@ -43,12 +44,29 @@ inline uint64_t tensorKey(const AllreduceArgs& a) {
 }
 
 // Sorted COO list.
+// Backend memory (device/buffer.h): algorithms construct it on ctx.dev (or
+// bind() it) before primitives fill it; a default-constructed Coo lives on
+// the heap (references, tests).
 struct Coo {
-  std::vector<uint64_t> idx;
-  std::vector<float> val;
+  device::Buffer<uint64_t> idx;
+  device::Buffer<float> val;
+  Coo() = default;
+  explicit Coo(device::Backend& dev)
+      : idx(device::BackendAllocator<uint64_t>(dev)), val(device::BackendAllocator<float>(dev)) {}
+  void bind(device::Backend& dev) { device::bound(idx, dev), device::bound(val, dev); }
   size_t size() const { return idx.size(); }
   void clear() { idx.clear(), val.clear(); }
 };
+
+// Encoded messages, in backend memory when an algorithm fills them.
+using Bytes = device::Buffer<uint8_t>;
+// n empty messages in dev's memory.
+inline std::vector<Bytes> bytesOn(device::Backend& dev, size_t n) {
+  std::vector<Bytes> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.emplace_back(device::BackendAllocator<uint8_t>(dev));
+  return v;
+}
 
 // Exact top-k of x[0..n) by |x| (threshold = k-th largest, ties admitted in
 // index order; exact zeros never), indexes offset by base. *threshold
@@ -67,7 +85,7 @@ class SparseFrame {
   // holds residual + input in fp32 and the caller runs its schedule, then
   // finish().
   Status begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls, bool* compress);
-  std::vector<float>& acc() { return acc_; }
+  device::Buffer<float>& acc() { return acc_; }
   // Stores the residual (acc with the contributed entries zeroed by the
   // caller) and writes result (dense fp32, count) to args.recvBuf.
   Status finish(Context& ctx, const AllreduceArgs& args, const float* result);
@@ -80,7 +98,7 @@ class SparseFrame {
   };
   std::map<uint64_t, KeyCalls> calls_;
   std::unique_ptr<Algorithm> dense_;
-  std::vector<float> acc_;
+  device::Buffer<float> acc_;
   bool efActive_ = false;
 };
 
@@ -95,11 +113,12 @@ class SparseAlgorithm : public Algorithm {
   // the schedule zeroes the entries this rank contributed (the rest stays in
   // the residual) and fills result (dense fp32, args.count, zero on entry).
   virtual Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params,
-                          size_t k, std::vector<float>& acc, std::vector<float>& result) = 0;
+                          size_t k, device::Buffer<float>& acc,
+                          device::Buffer<float>& result) = 0;
 
  private:
   SparseFrame frame_;
-  std::vector<float> result_;
+  device::Buffer<float> result_;
 };
 
 // fp32 sparse sum -> the value every rank returns, as the reference sees it:
@@ -112,6 +131,6 @@ Status expectedDense(const std::vector<const void*>& inputs, const AllreduceArgs
                      std::vector<double>* expected, std::vector<double>* tolerance);
 // Loads inputs[r] as fp32 (the accumulator before the residual).
 Status loadFp32(const void* input, const AllreduceArgs& args, std::vector<float>* out);
-bool allFinite(const std::vector<float>& x);
+bool allFinite(const float* x, size_t n);
 
 }  // namespace gradcomp::algo::sparse

@@ -15,18 +15,18 @@ constexpr uint64_t kStepGather = 0;
 
 class TopkA final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
-                  std::vector<float>& acc, std::vector<float>& result) override {
+                  device::Buffer<float>& acc, device::Buffer<float>& result) override {
     const int P = ctx.net.size(), me = ctx.net.rank();
     const size_t n = args.count;
 
-    Coo mine;
+    Coo mine(ctx.dev);
     GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &mine));
-    std::vector<std::vector<uint8_t>> blocks(P);
+    std::vector<Bytes> blocks = bytesOn(ctx.dev, P);
     GC_CHECK(encodeSparse(ctx.dev, mine.idx.data(), mine.val.data(), mine.size(), 0, n,
                           &blocks[me]));
     GC_CHECK(allgatherBlocks(ctx, kStepGather, std::vector<size_t>(P, wireBound(n, k)), &blocks));
 
-    Coo in;
+    Coo in(ctx.dev);
     in.idx.resize(k);
     in.val.resize(k);
     for (int r = 0; r < P; ++r) {

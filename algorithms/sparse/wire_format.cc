@@ -87,7 +87,7 @@ const char* wireFormatName(WireFormat f) {
 }
 
 Status encodeSparse(device::Backend& dev, const uint64_t* idx, const float* val, size_t nnz,
-                    uint64_t base, uint64_t count, std::vector<uint8_t>* out,
+                    uint64_t base, uint64_t count, device::Buffer<uint8_t>* out,
                     WireFormat* format) {
   GC_REQUIRE(nnz <= count, Err::InvalidArgument,
              "encodeSparse: %zu entries over a region of %llu", nnz, (unsigned long long)count);

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "device/backend.h"
+#include "device/buffer.h"
 
 namespace gradcomp::algo::sparse {
 
@@ -49,7 +49,7 @@ inline size_t wireBound(uint64_t count, size_t maxNnz) {
 // [base, base + count), values non-zero) to *out. *format (nullable) reports
 // the body chosen.
 Status encodeSparse(device::Backend& dev, const uint64_t* idx, const float* val, size_t nnz,
-                    uint64_t base, uint64_t count, std::vector<uint8_t>* out,
+                    uint64_t base, uint64_t count, device::Buffer<uint8_t>* out,
                     WireFormat* format = nullptr);
 
 // Decodes the message at the start of `data` (`avail` bytes there; the

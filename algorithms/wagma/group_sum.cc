@@ -39,7 +39,7 @@ Status sendAll(transport::Transport& net, int peer, const void* out, size_t byte
 
 Status groupSum(transport::Transport& net, device::Backend& dev, const Topology& topo,
                 uint64_t call, const std::function<uint64_t(uint64_t step)>& tagOf, void* buf,
-                size_t count, DataType t, std::vector<char>* scratch) {
+                size_t count, DataType t, device::Buffer<char>* scratch) {
   const int rank = net.rank();
   const size_t bytes = count * dtypeSize(t);
   const int fold = foldPartner(topo, rank);
@@ -48,6 +48,7 @@ Status groupSum(transport::Transport& net, device::Backend& dev, const Topology&
     GC_CHECK(recvExact(net, fold, buf, bytes, tagOf(kStepFoldOut), "fold result"));
     return Status::Ok();
   }
+  device::bound(*scratch, dev);
   if (scratch->size() < bytes) scratch->resize(bytes);
   if (fold >= 0) {
     GC_CHECK(recvExact(net, fold, scratch->data(), bytes, tagOf(kStepFoldIn), "fold input"));

@@ -11,7 +11,7 @@
 
 #include "algorithms/wagma/topology.h"
 #include "common/dtype.h"
-#include "device/backend.h"
+#include "device/buffer.h"
 #include "transport/transport.h"
 
 namespace gradcomp::algo::wagma {
@@ -27,6 +27,6 @@ constexpr uint64_t kStepFoldOut = 63; // core partner -> extra: the group sum
 // and float addition is commutative). scratch: grown to one buffer.
 Status groupSum(transport::Transport& net, device::Backend& dev, const Topology& topo,
                 uint64_t call, const std::function<uint64_t(uint64_t step)>& tagOf, void* buf,
-                size_t count, DataType t, std::vector<char>* scratch);
+                size_t count, DataType t, device::Buffer<char>* scratch);
 
 }  // namespace gradcomp::algo::wagma

@@ -77,6 +77,7 @@ Status WaitAvoidingStream::call(const void* fresh, void* out, CallReport* report
   // Slot w is neither read by a running collective nor the latest, so the
   // progress thread does not touch it until we publish it below.
   Slot& slot = slots_[w];
+  device::bound(slot.data, dev_);
   if (slot.data.size() < bytes_) slot.data.resize(bytes_);
   GC_CHECK(dev_.copy(slot.data.data(), fresh, bytes_));
   {
@@ -296,6 +297,7 @@ Status WaitAvoidingStream::sendActivations(uint64_t v) {
 Status WaitAvoidingStream::execute(uint64_t v, int slot, Result* result) {
   // The slot is pinned by inUse_: the caller writes a different one.
   const Slot& src = slots_[slot];
+  device::bound(result->sum, dev_);
   if (result->sum.size() < bytes_) result->sum.resize(bytes_);
   GC_CHECK(dev_.copy(result->sum.data(), src.data.data(), bytes_));
   CallReport& rep = result->report;

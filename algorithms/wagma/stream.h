@@ -40,6 +40,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/wagma/topology.h"
+#include "device/buffer.h"
 
 namespace gradcomp::algo::wagma {
 
@@ -82,7 +83,7 @@ class WaitAvoidingStream {
   WaitAvoidingStream(std::unique_ptr<transport::Transport> channel, const StreamConfig& config,
                      device::Backend& dev);
   struct Result {
-    std::vector<char> sum;
+    device::Buffer<char> sum;
     CallReport report;
   };
   struct PendingSend {
@@ -114,14 +115,14 @@ class WaitAvoidingStream {
   std::map<uint64_t, std::vector<int>> heardFrom_;  // version -> partners that activated it
   int64_t activatedUpTo_ = -1;
   std::list<PendingSend> sends_;
-  std::vector<char> scratch_;
+  device::Buffer<char> scratch_;
   std::unique_ptr<Algorithm> dense_;
 
   // Shared state, guarded by mu_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   struct Slot {
-    std::vector<char> data;
+    device::Buffer<char> data;
     int64_t call = -1;
   };
   Slot slots_[3];
@@ -129,7 +130,7 @@ class WaitAvoidingStream {
   int64_t arrived_ = -1;
   uint64_t next_ = 0;  // versions < next_ are executed
   std::map<uint64_t, Result> results_;
-  std::vector<std::vector<char>> spare_;  // recycled result buffers
+  std::vector<device::Buffer<char>> spare_;  // recycled result buffers
   std::vector<uint64_t> executed_;
   Status error_;
   bool stop_ = false;

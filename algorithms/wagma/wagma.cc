@@ -17,7 +17,8 @@ struct Wagma::Tensor {
   Mode mode = Mode::Weights;
   uint64_t calls = 0;                         // blocking mode's call index
   std::unique_ptr<WaitAvoidingStream> stream;  // wait-avoiding mode
-  std::vector<char> shadow, contribution, avg, scratch;  // gradient mode, Sum scaling
+  device::Buffer<char> shadow, contribution, avg, scratch;  // gradient mode, Sum scaling
+  device::Buffer<double> negateTmp;
   CallReport last;
   bool called = false;
 };
@@ -27,9 +28,10 @@ namespace {
 // buf *= m (m >= 1) with adds only (the backend has no scale primitive):
 // binary expansion over the doublings of buf. Exact when m is a power of two.
 Status multiplyByInt(device::Backend& dev, void* buf, size_t n, DataType t, int m,
-                     std::vector<char>* scratch) {
+                     device::Buffer<char>* scratch) {
   if (m == 1) return Status::Ok();
   const size_t bytes = n * dtypeSize(t);
+  device::bound(*scratch, dev);
   if (scratch->size() < bytes) scratch->resize(bytes);
   GC_CHECK(dev.copy(scratch->data(), buf, bytes));  // x
   int top = 30;
@@ -41,12 +43,13 @@ Status multiplyByInt(device::Backend& dev, void* buf, size_t n, DataType t, int 
   return Status::Ok();
 }
 
-// buf = -buf. The backend has no negation; WAGMA's buffers are host memory
-// (they travel through the host transport), so negate through fp64 chunks
-// with the backend's conversions (exact both ways).
-Status negate(device::Backend& dev, void* buf, size_t n, DataType t) {
+// buf = -buf. The backend has no negation; WAGMA's buffers are host-readable
+// backend memory (they travel through the host transport), so negate through
+// fp64 chunks with the backend's conversions (exact both ways).
+Status negate(device::Backend& dev, void* buf, size_t n, DataType t, device::Buffer<double>* chunk) {
   constexpr size_t kChunk = 4096;
-  double tmp[kChunk];
+  device::bound(*chunk, dev).resize(kChunk);
+  double* tmp = chunk->data();
   char* p = static_cast<char*>(buf);
   const size_t esz = dtypeSize(t);
   for (size_t base = 0; base < n; base += kChunk) {
@@ -96,9 +99,10 @@ Status Wagma::setup(Context& ctx, const AllreduceArgs& args, Tensor* t) {
   t->mode = mode == "gradient" ? Mode::Gradient : Mode::Weights;
   const size_t bytes = args.count * dtypeSize(args.dtype);
   if (t->mode == Mode::Gradient) {
-    t->shadow.assign(bytes, 0);  // all-zero bytes are +0.0 in every float type
-    t->contribution.resize(bytes);
-    t->avg.resize(bytes);
+    // All-zero bytes are +0.0 in every float type.
+    device::bound(t->shadow, ctx.dev).assign(bytes, 0);
+    device::bound(t->contribution, ctx.dev).resize(bytes);
+    device::bound(t->avg, ctx.dev).resize(bytes);
   }
   GC_INFO(ALGO, "wagma: tensor %llu, %zu x %s, P=%d S=%d period=%d, %s, %s mode",
           (unsigned long long)args.bufferKey, args.count, dtypeName(args.dtype), t->topo.nranks,
@@ -131,7 +135,7 @@ Status Wagma::allreduce(Context& ctx, const AllreduceArgs& args) {
     GC_CHECK(ctx.dev.add(t.contribution.data(), args.sendBuf, t.shadow.data(), args.count,
                          args.dtype));
     GC_CHECK(average(ctx, t, t.contribution.data(), t.avg.data()));
-    GC_CHECK(negate(ctx.dev, t.shadow.data(), args.count, args.dtype));  // D := -D
+    GC_CHECK(negate(ctx.dev, t.shadow.data(), args.count, args.dtype, &t.negateTmp));  // D := -D
     GC_CHECK(ctx.dev.add(args.recvBuf, t.avg.data(), t.shadow.data(), args.count, args.dtype));
     GC_CHECK(ctx.dev.copy(t.shadow.data(), t.avg.data(), bytes));
   }

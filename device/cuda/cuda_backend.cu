@@ -123,6 +123,7 @@ Status CudaBackend::convert(void* dst, DataType dstType, const void* src, DataTy
 
 CudaBackend::~CudaBackend() {
   if (fftPlans_) destroyFftPlans(fftPlans_);
+  if (pinnedPool_) destroyPinnedPool(pinnedPool_);
   if (ws_) cudaFree(ws_);
   if (dres_) cudaFree(dres_);
   if (hres_) cudaFreeHost(hres_);

@@ -44,6 +44,14 @@ class CudaBackend final : public Backend {
   const char* name() const override { return "cuda"; }
   CUstream_st* stream() const { return stream_; }
 
+  // Algorithm scratch (device::Buffer): mapped pinned host memory from a
+  // per-backend pool of power-of-two classes, so a call's buffers are reused
+  // by the next call instead of cudaHostAlloc'd again (and cudaFreeHost,
+  // which may synchronize the device, runs only at destruction). Kernels
+  // address it by the same pointer (UVA); UCX sends from it.
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) override;
+
   // Device workspace bytes `family` needs for n elements.
   static size_t workspaceBytes(KernelFamily family, size_t n);
   // Allocates the workspace for calls of up to n elements of every family now
@@ -131,7 +139,11 @@ class CudaBackend final : public Backend {
   uint64_t* dres_ = nullptr;  // kResultWords, device
   uint64_t* hres_ = nullptr;  // kResultWords, pinned host
   void* fftPlans_ = nullptr;  // plan cache (fft_cufft.cu)
+  void* pinnedPool_ = nullptr;  // PinnedPool (pinned_pool.cu)
 };
+
+// Releases a PinnedPool (called by ~CudaBackend).
+void destroyPinnedPool(void* pool);
 
 // Releases the plan cache of fft_cufft.cu (called by ~CudaBackend).
 void destroyFftPlans(void* plans);

@@ -12,10 +12,14 @@
 // write done too (the stream skips the copy-out and moves on) and mark the
 // communicator failed through asyncError().
 //
-// The algorithm runs with the CPU reference backend on the staging buffer:
-// the algorithms keep their temporaries in host std::vectors, so the CUDA
-// backend's kernels (device/cuda) cannot be handed those pointers; see
-// docs (design: CUDA executor) for the path to device-resident phases.
+// The algorithm runs on the HostOrderedCudaBackend of the buffer's device:
+// every primitive (selection, compaction, quantization, sign counts, FFT, the
+// dense adds) is a kernel on a private non-blocking stream, over the staging
+// buffer and the algorithm's scratch, which is mapped pinned memory from that
+// backend (device/buffer.h), so kernels write payloads straight into memory
+// UCX sends from. The proxy thread waits for its own stream only; the caller's
+// stream waits on the slot's done flag. tests/test_backend_memory.cc checks in
+// CI that every algorithm hands its primitives only such memory.
 #include "plugin/nccl/executor.h"
 
 #if GRADCOMP_HAVE_CUDA
@@ -28,6 +32,7 @@
 #include "common/param.h"
 #include "device/backend.h"
 #include "device/cuda/cuda_backend.h"
+#include "device/cuda/host_ordered_backend.h"
 #include "device/cuda/stream_stage.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
 
@@ -73,18 +78,22 @@ class CudaExecutor final : public Executor {
                "cuda executor: incomplete CompressedCall");
     ProxyEngine* engine = nullptr;
     GC_CHECK(engineFor(call.net, &engine));
+    const int ordinal = deviceOrdinal(call.args.recvBuf);
+    GC_REQUIRE(ordinal >= 0, Err::InvalidArgument,
+               "cuda executor: cannot tell the CUDA device of recvbuff %p", call.args.recvBuf);
+    device::HostOrderedCudaBackend* dev = nullptr;
+    GC_CHECK(device::HostOrderedCudaBackend::shared(ordinal, &dev));
     const size_t bytes = call.args.count * dtypeSize(call.args.dtype);
     CompressedCall job = call;
     // Residuals and thresholds are keyed by the user's buffer, not the slot.
     if (job.args.bufferKey == 0) job.args.bufferKey = uint64_t(uintptr_t(call.args.recvBuf));
     return engine->submit(
         call.args.sendBuf, bytes, call.args.recvBuf, bytes,
-        [job](void* staging, size_t stagedBytes, size_t* outBytes) -> Status {
+        [job, dev](void* staging, size_t stagedBytes, size_t* outBytes) -> Status {
           algo::AllreduceArgs args = job.args;
           args.sendBuf = staging;
           args.recvBuf = staging;
-          algo::Context ctx{*job.net, device::cpuBackend(), *job.config, job.callSeq,
-                            job.errorFeedback};
+          algo::Context ctx{*job.net, *dev, *job.config, job.callSeq, job.errorFeedback};
           GC_CHECK(job.algorithm->allreduce(ctx, args));
           *outBytes = stagedBytes;
           return Status::Ok();

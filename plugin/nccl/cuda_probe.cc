@@ -14,6 +14,7 @@ namespace {
 constexpr int kCuSuccess = 0;
 constexpr int kCuErrorInvalidValue = 1;
 constexpr int kCuPointerAttributeMemoryType = 2;
+constexpr int kCuPointerAttributeDeviceOrdinal = 9;
 constexpr unsigned kCuMemoryTypeHost = 1;
 constexpr int kCuStreamCaptureStatusNone = 0;
 
@@ -56,6 +57,16 @@ MemoryKind memoryKind(const void* ptr) {
   if (rc == kCuErrorInvalidValue) return MemoryKind::Host;  // plain malloc'd memory
   if (rc != kCuSuccess) return MemoryKind::Unknown;
   return type == kCuMemoryTypeHost ? MemoryKind::Host : MemoryKind::Device;
+}
+
+int deviceOrdinal(const void* ptr) {
+  const Driver& d = driver();
+  if (!d.loaded || d.pointerGetAttribute == nullptr) return -1;
+  int ordinal = -1;
+  if (d.pointerGetAttribute(&ordinal, kCuPointerAttributeDeviceOrdinal,
+                            reinterpret_cast<unsigned long long>(ptr)) != kCuSuccess)
+    return -1;
+  return ordinal;
 }
 
 bool streamCapturing(cudaStream_t stream) {

@@ -14,6 +14,8 @@ namespace gradcomp::nccl {
 enum class MemoryKind { Host, Device, Unknown };
 
 MemoryKind memoryKind(const void* ptr);
+// The CUDA device a device pointer belongs to; -1 when unknown.
+int deviceOrdinal(const void* ptr);
 // True when `stream` is capturing (or its capture is invalidated); errors of
 // the query count as capturing, so the call passes through to NCCL.
 bool streamCapturing(cudaStream_t stream);

@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(!fuzz::sameBits(val[i], 0.0f));
     }
     if (count <= (uint64_t(1) << 16)) {  // dense bodies stay small
-      std::vector<uint8_t> again;
+      device::Buffer<uint8_t> again;
       FUZZ_CHECK(encodeSparse(dev, idx.data(), val.data(), nnz, base, count, &again).ok());
       std::vector<uint64_t> idx2(capacity);
       std::vector<float> val2(capacity);

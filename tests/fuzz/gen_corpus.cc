@@ -63,10 +63,10 @@ void sparseWire(device::Backend& dev) {
     std::vector<uint64_t> idx;
     std::vector<float> val;
     for (uint64_t o : offsets) idx.push_back(base + o), val.push_back(0.5f + float(o));
-    std::vector<uint8_t> msg;
+    device::Buffer<uint8_t> msg;
     for (int m = 0; m < messages; ++m)
       must(encodeSparse(dev, idx.data(), val.data(), idx.size(), base, count, &msg), name);
-    write("sparse_wire", name, cat(out, msg));
+    write("sparse_wire", name, cat(out, std::vector<uint8_t>(msg.begin(), msg.end())));
   };
   seed("coo", false, 200, {3, 77, 150}, 1);
   std::vector<uint64_t> run;

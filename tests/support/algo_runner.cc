@@ -1,0 +1,67 @@
+#include "support/algo_runner.h"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "algorithms/error_feedback.h"
+#include "device/buffer.h"
+#include "transport/local_transport.h"
+
+namespace gradcomp::testing {
+
+void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)>& backendOf,
+              std::vector<std::vector<std::vector<uint8_t>>>* results,
+              std::vector<Status>* rankStatus) {
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(run.algo);
+  const int P = run.ranks;
+  results->assign(P, {});
+  rankStatus->assign(P, info ? Status::Ok()
+                             : makeStatus(Err::InvalidArgument, "no algorithm '%s'",
+                                          run.algo.c_str()));
+  if (!info) return;
+  auto nets = transport::createLocalTransports(P, 30.0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    threads.emplace_back([&, r] {
+      Status& st = (*rankStatus)[r];
+      device::Backend& dev = backendOf(r);
+      const size_t bytes = run.count * dtypeSize(run.dtype);
+      auto in = device::makeBuffer<uint8_t>(dev, bytes);
+      auto out = device::makeBuffer<uint8_t>(dev, bytes);
+      auto values = device::makeBuffer<float>(dev, run.count);
+      auto alg = info->create();  // after the buffers: its scratch is freed first
+      std::unique_ptr<algo::ErrorFeedbackStore> ef;
+      st = algo::ErrorFeedbackStore::create(run.config, &ef);
+      for (int c = 0; c < run.calls && st.ok(); ++c) {
+        for (size_t i = 0; i < run.count; ++i)
+          values[i] = float(int((i * 2654435761u + c * 97 + r * 31) % 2001) - 1000) / 1000.0f;
+        st = dev.convert(in.data(), run.dtype, values.data(), DataType::Float32, run.count);
+        if (!st.ok()) break;
+        algo::Context ctx{*nets[r], dev, run.config, uint64_t(c), ef.get()};
+        algo::AllreduceArgs a;
+        const bool inPlace = c % 2 == 1;
+        if (inPlace) std::copy(in.begin(), in.end(), out.begin());
+        a.sendBuf = inPlace ? out.data() : in.data();
+        a.recvBuf = out.data();
+        a.count = run.count;
+        a.dtype = run.dtype;
+        a.bufferKey = 11;
+        st = alg->allreduce(ctx, a);
+        (*results)[r].emplace_back(out.begin(), out.end());
+      }
+    });
+  for (auto& t : threads) t.join();
+}
+
+std::vector<Variant> variantsOf(const std::string& algo) {
+  if (algo == "oktopk" || algo == "gtopk" || algo == "topka" || algo == "dsa")
+    return {{"d=0.01 tau'=2", {{"DENSITY", "0.01"}, {"TOPK_TAU_PRIME", "2"}, {"TOPK_TAU", "3"}}},
+            {"d=0.3", {{"DENSITY", "0.3"}}}};
+  if (algo == "qsgd") return {{"bits=4", {{"BITS", "4"}}}, {"bits=1", {{"BITS", "1"}}}};
+  if (algo == "rbf") return {{"bits=10", {{"BITS", "10"}}}};
+  if (algo == "wagma") return {{"blocking", {{"WAGMA_WAIT", "1"}, {"WAGMA_PERIOD", "2"}}}};
+  return {{"defaults", {}}};
+}
+
+}  // namespace gradcomp::testing

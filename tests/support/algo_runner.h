@@ -1,0 +1,39 @@
+// Runs a registered algorithm on P ranks (threads over the in-process
+// transport) with a backend chosen per rank, for several calls, and returns
+// every rank's result of every call. The call buffers come from the rank's
+// backend (device::makeBuffer), as the CUDA executor's staging buffers do.
+// Inputs are deterministic in (rank, call, index), in [-1, 1].
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+
+namespace gradcomp::testing {
+
+struct AlgoRun {
+  std::string algo;
+  param::Overrides config;
+  int ranks = 3;
+  size_t count = 4099;
+  DataType dtype = DataType::Float32;
+  int calls = 6;
+};
+
+// results[r][c]: rank r's output bytes after call c. Odd calls run in place.
+// *rankStatus gets each rank's first error (Ok when it finished).
+void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)>& backendOf,
+              std::vector<std::vector<std::vector<uint8_t>>>* results,
+              std::vector<Status>* rankStatus);
+
+// Parameter sets that reach an algorithm's different paths (threshold
+// evaluation and reuse, repartition, bit widths, WAGMA's blocking mode).
+struct Variant {
+  std::string label;
+  std::vector<std::pair<std::string, std::string>> params;
+};
+std::vector<Variant> variantsOf(const std::string& algo);
+
+}  // namespace gradcomp::testing
