@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """sim_calibrate.py SIM_BINARY LAB_JSON [OUT_JSON] [--alpha-us A] [--compute-scale auto|S]
+                  [--tolerance T] [--ranks 4,8]
 
 Replays every gradcomp row of a gradcomp-lab measurement file in gradcomp-sim
 (same algorithm, flags, P, buffer size, link rate, warm-up and timed calls,
@@ -15,6 +16,12 @@ bit/s) and a time ("time_s" or "seconds"); "flags" (e.g. "--density 0.01",
 
 Compute: --compute-scale auto charges each rank's CPU time times
 max(1, P / nproc): in the lab, P rank processes shared nproc cores.
+
+Verdict per row: PASS when |simulated / measured - 1| <= T (default 0.30, the
+issue's "within 30%"), and the simulated wire bytes of the busiest rank equal
+the measured ones when the lab row has them ("bytes" column: = or DIFF).
+--ranks keeps only rows with those P. A summary per P follows the table; the
+exit status is 1 when any row fails, 2 when no row could be replayed.
 """
 import json
 import subprocess
@@ -40,6 +47,12 @@ def main(argv):
         i = args.index("--alpha-us"); alpha = args[i + 1]; del args[i:i + 2]
     if "--compute-scale" in args:
         i = args.index("--compute-scale"); scale = args[i + 1]; del args[i:i + 2]
+    tol, keep = 0.30, None
+    if "--tolerance" in args:
+        i = args.index("--tolerance"); tol = float(args[i + 1]); del args[i:i + 2]
+    if "--ranks" in args:
+        i = args.index("--ranks"); keep = {int(p) for p in args[i + 1].split(",")}
+        del args[i:i + 2]
     if len(args) < 2:
         sys.exit(__doc__)
     sim, lab = args[0], args[1]
@@ -50,8 +63,9 @@ def main(argv):
     nproc = int(meta.get("nproc", 2))
     iters, warmup = int(meta.get("iters", 2)), int(meta.get("warmup", 1))
     results = []
+    print(f"# alpha {alpha} us, compute scale {scale}, pass: |sim/measured - 1| <= {tol:g}")
     print(f"{'algo':<8} {'flags':<16} {'P':>3} {'rate':>6} {'MiB':>5} {'measured_ms':>12} "
-          f"{'sim_ms':>9} {'ratio':>6} {'wire_meas':>10} {'wire_sim':>10}")
+          f"{'sim_ms':>9} {'ratio':>6} {'time':>5} {'wire_meas':>10} {'wire_sim':>10} {'bytes':>5}")
     for r in rows:
         if r.get("impl", "gradcomp") != "gradcomp" or "error" in r:
             continue
@@ -60,6 +74,8 @@ def main(argv):
         rate = float(r.get("rate_bps", 0))
         measured = r.get("time_s", r.get("seconds"))
         if not (P and size and rate and measured and r.get("algo")):
+            continue
+        if keep and P not in keep:
             continue
         cs = max(1.0, P / nproc) if scale == "auto" else float(scale)
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
@@ -76,14 +92,31 @@ def main(argv):
                "size_bytes": size, "measured_s": measured, "sim_s": s["time_s"],
                "ratio": s["time_s"] / measured, "wire_measured": r.get("wire_bytes"),
                "wire_sim": s["sent_max"], "compute_scale": cs, "alpha_us": float(alpha)}
+        res["time_pass"] = abs(res["ratio"] - 1) <= tol
+        wire = res["wire_measured"]
+        res["bytes_equal"] = None if wire is None else int(wire) == int(s["sent_max"])
         results.append(res)
+        verdict = "PASS" if res["time_pass"] else "FAIL"
+        same = {None: "-", True: "=", False: "DIFF"}[res["bytes_equal"]]
         print(f"{res['algo']:<8} {res['flags']:<16} {P:>3} {rate / 1e9:>5g}G {size >> 20:>5} "
               f"{measured * 1e3:>12.1f} {s['time_s'] * 1e3:>9.1f} {res['ratio']:>6.2f} "
-              f"{res['wire_measured'] or 0:>10.0f} {s['sent_max']:>10.0f}", flush=True)
+              f"{verdict:>5} {wire or 0:>10.0f} {s['sent_max']:>10.0f} {same:>5}", flush=True)
+    for P in sorted({r["P"] for r in results}):
+        rs = [r for r in results if r["P"] == P]
+        ok = sum(r["time_pass"] for r in rs)
+        worst = max(rs, key=lambda r: abs(r["ratio"] - 1))
+        print(f"P={P}: {ok}/{len(rs)} rows within {tol:.0%} (worst: {worst['algo']} "
+              f"{worst['flags']} at {worst['rate_bps'] / 1e9:g} Gbit/s, ratio "
+              f"{worst['ratio']:.2f}); bytes equal in "
+              f"{sum(r['bytes_equal'] is True for r in rs)}/{len(rs)}")
     if out_path:
-        json.dump({"format": "gradcomp-sim-calibration/1", "lab": lab, "rows": results},
-                  open(out_path, "w"), indent=1)
+        json.dump({"format": "gradcomp-sim-calibration/2", "lab": lab, "tolerance": tol,
+                   "rows": results}, open(out_path, "w"), indent=1)
+    if not results:
+        print("no replayable gradcomp rows in " + lab, file=sys.stderr)
+        return 2
+    return 0 if all(r["time_pass"] and r["bytes_equal"] is not False for r in results) else 1
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    sys.exit(main(sys.argv))

@@ -34,6 +34,7 @@ struct Request {
   bool done = false;    // receive: matched (guarded by the receiver's mutex)
   size_t length = 0;
   double at = 0;        // send: NIC done; receive: earliest arrival
+  bool awaited = false;  // receive: counted in the receiver's Endpoint::awaiting
   Status status;        // capacity error found by the sender
 };
 using RequestPtr = std::shared_ptr<Request>;
@@ -51,6 +52,9 @@ struct Mailbox {
 struct Endpoint {
   std::mutex mu;
   std::condition_variable cv;
+  // Receives the owner is blocked on that are not matched yet: a match wakes
+  // the owner only when it drops to 0 (one wake per wait, not per message).
+  size_t awaiting = 0;
   std::unordered_map<uint64_t, Mailbox> boxes;  // key: src << kTagBits | tag
 };
 
@@ -139,7 +143,9 @@ class SimEndpoint final : public SimTransport {
         recv->length = bytes;
         recv->at = arrive;
         recv->done = true;
-        dst.cv.notify_all();
+        // A futex wake per message (P - 1 of them into a rank waiting for
+        // its split-and-reduce receives) was half the wall time at P = 1024.
+        if (recv->awaited && --dst.awaiting == 0) dst.cv.notify_one();
       } else {
         const auto* p = static_cast<const uint8_t*>(buf);
         dst.boxes[boxKey(rank_, tag)].unmatched.push_back(Message{{p, p + bytes}, arrive});
@@ -290,20 +296,34 @@ class SimEndpoint final : public SimTransport {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(timeoutS_));
-    for (const RequestPtr& r : reqs) {
-      while (!r->done) {
-        if (fabric_->aborted.load()) {
-          lock.unlock();
-          return checkBroken();
-        }
-        if (me.cv.wait_until(lock, deadline) == std::cv_status::timeout && !r->done)
-          return makeStatus(Err::Timeout,
-                            "simulated rank %d: no message from peer %d (tag %#llx, up to %zu "
-                            "bytes) within %.0f s of wall time (deadlocked schedule?)",
-                            rank_, r->peer, (unsigned long long)r->tag, r->capacity, timeoutS_);
+    me.awaiting = 0;
+    for (const RequestPtr& r : reqs)
+      if (!r->done) {
+        r->awaited = true;
+        ++me.awaiting;
       }
-      if (!r->status.ok()) return r->status;
+    auto stopAwaiting = [&] {  // before returning early: no match may count down
+      for (const RequestPtr& r : reqs) r->awaited = false;
+      me.awaiting = 0;
+    };
+    while (me.awaiting > 0) {
+      if (fabric_->aborted.load()) {
+        stopAwaiting();
+        lock.unlock();
+        return checkBroken();
+      }
+      if (me.cv.wait_until(lock, deadline) == std::cv_status::timeout && me.awaiting > 0) {
+        stopAwaiting();
+        for (const RequestPtr& r : reqs)
+          if (!r->done)
+            return makeStatus(Err::Timeout,
+                              "simulated rank %d: no message from peer %d (tag %#llx, up to %zu "
+                              "bytes) within %.0f s of wall time (deadlocked schedule?)",
+                              rank_, r->peer, (unsigned long long)r->tag, r->capacity, timeoutS_);
+      }
     }
+    for (const RequestPtr& r : reqs)
+      if (!r->status.ok()) return r->status;
     return Status::Ok();
   }
 
