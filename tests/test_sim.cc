@@ -126,6 +126,34 @@ TEST_CASE("sim: clock follows the alpha-beta model", "[sim]") {
   CHECK(clocks[2] == Approx(1e-3));
   CHECK(clocks[0] == Approx(3e-3));
 
+  // With a host overhead o = 0.5 us/byte (computeScale 0: charged once):
+  // each sender spends 0.5 ms before its NIC starts (leaves at 1.5 ms,
+  // arrives 2.5 ms); rank 0 copies each receive out after its NIC: 2.5 + 0.5
+  // = 3 ms, then the second (NIC done at 3.5 ms) + 0.5 = 4 ms.
+  m.hostSPerByte = 0.5e-6;
+  auto hosted = sim::createSimTransports(3, m, 30);
+  threads.clear();
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<char> buf(2000, char(r));
+      hosted[r]->beginCall();
+      transport::Handle h[2];
+      if (r == 0) {
+        st[r] = hosted[r]->irecv(1, 5, buf.data(), 1000, &h[0]);
+        if (st[r].ok()) st[r] = hosted[r]->irecv(2, 5, buf.data() + 1000, 1000, &h[1]);
+        if (st[r].ok()) st[r] = hosted[r]->waitAll(h, 2, nullptr);
+      } else {
+        st[r] = hosted[r]->isend(0, 5, buf.data(), 1000, &h[0]);
+        if (st[r].ok()) st[r] = hosted[r]->wait(h[0]);
+      }
+      clocks[r] = hosted[r]->endCall();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) REQUIRE(st[r].ok());
+  CHECK(clocks[1] == Approx(1.5e-3));
+  CHECK(clocks[2] == Approx(1.5e-3));
+  CHECK(clocks[0] == Approx(4e-3));
+
   // The dense ring: 2(P-1) steps of alpha + (4n/P) beta each.
   sim::SimJob job = smallJob("dense", 8, 1 << 16);
   sim::SimResult res;

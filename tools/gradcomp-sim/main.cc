@@ -28,7 +28,7 @@ struct Flags {
   std::vector<std::string> algos;
   std::vector<int> ranks{4, 8, 16};
   uint64_t count = 1 << 20, memBudget = uint64_t(6) << 30;
-  double gbps = 10, alphaUs = 0, computeScale = 0;
+  double gbps = 10, alphaUs = 0, computeScale = 0, hostNsPerByte = 0;
   std::string jsonPath;
   SimJob job;  // algorithm parameters, iterations, inputs
 };
@@ -36,11 +36,14 @@ struct Flags {
 const char* kUsage =
     "usage: gradcomp-sim [--algos a,b|all] [--ranks 4,8|8..4096] [--count N[K|M]]\n"
     "  [--mem-budget BYTES] [--gbps RATE] [--alpha-us A] [--compute-scale S]\n"
+    "  [--host-ns-per-byte O]\n"
     "  [--density D] [--param NAME=VALUE]... [--warmup W] [--iters N] [--seed S]\n"
     "  [--input gradient|uniform|integer|onehot|ones] [--stack BYTES] [--timeout-s T]\n"
     "  [--json PATH]\n"
     "Time model: alpha per message, 1/(gbps*1e9/8) s per byte, one send and one\n"
-    "receive at a time per NIC; --compute-scale charges thread CPU time (0: free).\n";
+    "receive at a time per NIC; --compute-scale charges thread CPU time (0: free);\n"
+    "--host-ns-per-byte charges the network stack's CPU per byte sent and received\n"
+    "(times max(1, compute scale)).\n";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -119,6 +122,8 @@ Status parseFlags(int argc, char** argv, Flags* f) {
       GC_CHECK(parseDouble(flag, v, 0, &f->alphaUs));
     } else if (flag == "--compute-scale") {
       GC_CHECK(parseDouble(flag, v, 0, &f->computeScale));
+    } else if (flag == "--host-ns-per-byte") {
+      GC_CHECK(parseDouble(flag, v, 0, &f->hostNsPerByte));
     } else if (flag == "--timeout-s") {
       GC_CHECK(parseDouble(flag, v, 0.1, &f->job.timeoutS));
     } else if (flag == "--density") {
@@ -185,8 +190,9 @@ void writeJson(const Flags& f, const std::vector<Row>& rows) {
     return;
   }
   std::fprintf(out, "{\"tool\": \"gradcomp-sim\", \"gbps\": %g, \"alpha_us\": %g, "
-               "\"compute_scale\": %g, \"warmup\": %d, \"iters\": %d, \"seed\": %llu,\n \"rows\": [\n",
-               f.gbps, f.alphaUs, f.computeScale, f.job.warmup, f.job.iters,
+               "\"compute_scale\": %g, \"host_ns_per_byte\": %g, \"warmup\": %d, \"iters\": %d, "
+               "\"seed\": %llu,\n \"rows\": [\n",
+               f.gbps, f.alphaUs, f.computeScale, f.hostNsPerByte, f.job.warmup, f.job.iters,
                (unsigned long long)f.job.seed);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
@@ -214,6 +220,7 @@ int run(int argc, char** argv) {
   f.job.model.alphaS = f.alphaUs * 1e-6;
   f.job.model.betaSPerByte = 8.0 / (f.gbps * 1e9);
   f.job.model.computeScale = f.computeScale;
+  f.job.model.hostSPerByte = f.hostNsPerByte * 1e-9;
   std::printf("# gradcomp-sim: %.3g Gbit/s, alpha %.3g us, compute scale %g, %d warm-up + %d "
               "timed calls, seed %llu\n", f.gbps, f.alphaUs, f.computeScale, f.job.warmup,
               f.job.iters, (unsigned long long)f.job.seed);

@@ -111,6 +111,8 @@ class SimEndpoint final : public SimTransport {
   int rank() const override { return rank_; }
   int size() const override { return int(fabric_->endpoints.size()); }
 
+  double hostCost() const { return model_.hostSPerByte * std::max(1.0, model_.computeScale); }
+
   void beginCall() override {
     clock_ = sendFree_ = recvFree_ = 0;
     if (model_.computeScale > 0) cpuMark_ = threadCpuSeconds();
@@ -125,6 +127,7 @@ class SimEndpoint final : public SimTransport {
     GC_CHECK(checkArgs(peer, buf, bytes, out, "isend"));
     chargeCompute();
     tag &= kTagMask;
+    clock_ += double(bytes) * hostCost();  // the stack copies the bytes out first
     const double start = std::max(clock_, sendFree_);
     sendFree_ = start + double(bytes) * model_.betaSPerByte;
     const double arrive = sendFree_ + model_.alphaS;
@@ -233,14 +236,15 @@ class SimEndpoint final : public SimTransport {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return reqs[a]->at < reqs[b]->at; });
-    double done = clock_;
+    double done = clock_, cpu = clock_;
     for (size_t i : order) {
       Request& r = *reqs[i];
       if (r.isSend) {
         done = std::max(done, r.at);
       } else {
         recvFree_ = std::max(r.at, recvFree_ + double(r.length) * model_.betaSPerByte);
-        done = std::max(done, recvFree_);
+        cpu = std::max(cpu, recvFree_) + double(r.length) * hostCost();  // copy-out, in order
+        done = std::max(done, cpu);
       }
       PeerCounters& c = counters_[r.peer];
       (r.isSend ? c.bytesSent : c.bytesRecv) += r.length;

@@ -13,7 +13,10 @@
 // So each NIC sends one message at a time and receives one at a time at link
 // rate (LogGP-like, g = 0, G = beta); there is no switch contention (a full
 // bisection network). Local compute between transport calls is charged as the
-// thread's CPU time times `computeScale` (0: free).
+// thread's CPU time times `computeScale` (0: free). With hostSPerByte > 0 the
+// sender's clock advances by b * o before its NIC starts, and receives are
+// copied out one after another, each b * o after its NIC finished
+// (o = hostSPerByte * max(1, computeScale)).
 //
 // test() on a delivered message completes it at its virtual completion time
 // (a poll cannot observe virtual time it has not reached; wait-avoiding
@@ -37,6 +40,10 @@ struct CostModel {
   double alphaS = 0;        // per-message latency, seconds
   double betaSPerByte = 0;  // seconds per byte = 1 / link rate
   double computeScale = 0;  // virtual seconds per second of thread CPU time
+  // Host CPU seconds per payload byte the rank's network stack spends to send
+  // or to receive (copies through the kernel's TCP stack; LogGP's per-byte
+  // overhead), charged times max(1, computeScale): 0 = free.
+  double hostSPerByte = 0;
 };
 
 class SimTransport : public transport::Transport {
