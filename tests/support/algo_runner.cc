@@ -34,8 +34,7 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
       std::unique_ptr<algo::ErrorFeedbackStore> ef;
       st = algo::ErrorFeedbackStore::create(run.config, &ef);
       for (int c = 0; c < run.calls && st.ok(); ++c) {
-        for (size_t i = 0; i < run.count; ++i)
-          values[i] = float(int((i * 2654435761u + c * 97 + r * 31) % 2001) - 1000) / 1000.0f;
+        for (size_t i = 0; i < run.count; ++i) values[i] = inputValue(r, c, i);
         st = dev.convert(in.data(), run.dtype, values.data(), DataType::Float32, run.count);
         if (!st.ok()) break;
         algo::Context ctx{*nets[r], dev, run.config, uint64_t(c), ef.get()};

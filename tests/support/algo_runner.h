@@ -22,6 +22,12 @@ struct AlgoRun {
   int calls = 6;
 };
 
+// Rank r's input element i at call c.
+inline float inputValue(int r, int c, size_t i) {
+  return float(int((i * 2654435761u + uint64_t(c) * 97 + uint64_t(r) * 31) % 2001) - 1000) /
+         1000.0f;
+}
+
 // results[r][c]: rank r's output bytes after call c. Odd calls run in place.
 // *rankStatus gets each rank's first error (Ok when it finished).
 void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)>& backendOf,

@@ -1,0 +1,170 @@
+// [gpu] The CUDA executor end to end, as the interposer drives it: P ranks
+// (threads over the in-process transport), device buffers on a CUDA stream
+// per rank, every call submitted with cudaExecutor()->submit and the stream
+// synchronized only at the end (the calling thread never waits in between).
+// Each algorithm's results must equal the same schedule on the CPU
+// reference backend (test_gpu_algorithms' tolerances); asyncError stays Ok.
+//
+// Own main: exits 4 (skipped) without a CUDA device.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "algorithms/error_feedback.h"
+#include "device/cuda/cuda_backend.h"
+#include "plugin/nccl/executor.h"
+#include "support/algo_runner.h"
+#include "transport/local_transport.h"
+
+using namespace gradcomp;
+
+namespace {
+
+// Rank threads record failures as a Status (Catch2 assertions are not
+// thread-safe); the test thread checks them.
+Status cudaOk(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::Ok();
+  return makeStatus(Err::SystemError, "%s: %s", what, cudaGetErrorString(e));
+}
+
+// results[r][c] like testing::runRanks, through the CUDA executor.
+void runOnExecutor(const testing::AlgoRun& run,
+                   std::vector<std::vector<std::vector<uint8_t>>>* results,
+                   std::vector<Status>* rankStatus) {
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(run.algo);
+  REQUIRE(info);
+  nccl::Executor* exec = nccl::cudaExecutor();
+  REQUIRE(exec);
+  const int P = run.ranks;
+  results->assign(P, {});
+  rankStatus->assign(P, Status::Ok());
+  auto nets = transport::createLocalTransports(P, 30.0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    threads.emplace_back([&, r] {
+      Status& st = (*rankStatus)[r];
+      const size_t bytes = run.count * sizeof(float);
+      cudaStream_t stream = nullptr;
+      void *in = nullptr, *out = nullptr;
+      st = cudaOk(cudaSetDevice(0), "cudaSetDevice");
+      if (st.ok()) st = cudaOk(cudaStreamCreate(&stream), "cudaStreamCreate");
+      if (st.ok()) st = cudaOk(cudaMalloc(&in, bytes * run.calls), "cudaMalloc");
+      if (st.ok()) st = cudaOk(cudaMalloc(&out, bytes * run.calls), "cudaMalloc");
+      auto alg = info->create();
+      std::unique_ptr<algo::ErrorFeedbackStore> ef;
+      if (st.ok()) st = algo::ErrorFeedbackStore::create(run.config, &ef);
+      std::vector<float> values(run.count);
+      for (int c = 0; c < run.calls && st.ok(); ++c) {
+        for (size_t i = 0; i < run.count; ++i) values[i] = testing::inputValue(r, c, i);
+        char* src = static_cast<char*>(in) + c * bytes;
+        char* dst = static_cast<char*>(out) + c * bytes;
+        // Stream-ordered input copies (pageable source: the copy is staged
+        // before cudaMemcpyAsync returns); the collectives are asynchronous.
+        st = cudaOk(cudaMemcpyAsync(src, values.data(), bytes, cudaMemcpyHostToDevice, stream),
+                    "input copy");
+        const bool inPlace = c % 2 == 1;
+        if (st.ok() && inPlace)
+          st = cudaOk(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+                      "in-place copy");
+        if (!st.ok()) break;
+        nccl::CompressedCall call;
+        call.args.sendBuf = inPlace ? dst : src;
+        call.args.recvBuf = dst;
+        call.args.count = run.count;
+        call.args.dtype = DataType::Float32;
+        call.args.bufferKey = 11;
+        call.algorithm = alg.get();
+        call.net = nets[r].get();
+        call.config = &run.config;
+        call.callSeq = uint64_t(c);
+        call.errorFeedback = ef.get();
+        st = exec->submit(call, stream);
+      }
+      if (stream) {
+        const Status sync = cudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        if (st.ok()) st = sync;
+      }
+      if (st.ok()) st = exec->asyncError(nets[r].get());
+      std::vector<uint8_t> host(bytes);
+      for (int c = 0; c < run.calls && st.ok(); ++c) {
+        st = cudaOk(cudaMemcpy(host.data(), static_cast<char*>(out) + c * bytes, bytes,
+                               cudaMemcpyDeviceToHost), "result copy");
+        (*results)[r].push_back(host);
+      }
+      exec->release(nets[r].get(), false);
+      if (in) cudaFree(in);
+      if (out) cudaFree(out);
+      if (stream) cudaStreamDestroy(stream);
+    });
+  for (auto& t : threads) t.join();
+}
+
+float at(const std::vector<uint8_t>& bytes, size_t i) {
+  float f;
+  std::memcpy(&f, bytes.data() + 4 * i, 4);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("gpu executor: every algorithm through cudaExecutor matches the CPU", "[gpu]") {
+  for (const algo::AlgorithmInfo* info : algo::listAlgorithms())
+    for (const testing::Variant& v : testing::variantsOf(info->name)) {
+      DYNAMIC_SECTION(info->name << " " << v.label) {
+        testing::AlgoRun run;
+        run.algo = info->name;
+        run.ranks = 3;
+        run.count = (size_t(1) << 15) + 5;
+        run.calls = 4;
+        for (const auto& [name, value] : v.params)
+          REQUIRE(run.config.set(name, value, "test").ok());
+        std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
+        std::vector<Status> cpuSt, gpuSt;
+        testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
+                          &cpuSt);
+        runOnExecutor(run, &gpu, &gpuSt);
+        for (int r = 0; r < run.ranks; ++r) {
+          INFO("rank " << r << ": cpu " << cpuSt[r].toString() << ", gpu " << gpuSt[r].toString());
+          REQUIRE(cpuSt[r].ok());
+          REQUIRE(gpuSt[r].ok());
+          REQUIRE(gpu[r].size() == size_t(run.calls));
+          for (int c = 0; c < run.calls; ++c) {
+            double scale = 0;
+            for (size_t i = 0; i < run.count; ++i)
+              scale = std::max(scale, double(std::fabs(at(cpu[r][c], i))));
+            size_t bad = 0;
+            for (size_t i = 0; i < run.count; ++i) {
+              const double a = at(cpu[r][c], i), b = at(gpu[r][c], i);
+              const double tol =
+                  run.algo == "fft" ? 1e-3 * (1 + scale) : 1e-5 * (1 + std::fabs(a));
+              if (!(std::fabs(a - b) <= tol)) ++bad;
+            }
+            INFO("call " << c << ": " << bad << " of " << run.count << " elements differ");
+            CHECK(bad == 0);
+          }
+        }
+      }
+    }
+}
+
+int main(int argc, char** argv) {
+  Catch::Session session;
+  if (int rc = session.applyCommandLine(argc, argv)) return rc;
+  const Catch::ConfigData& cfg = session.configData();
+  const bool onlyListing = cfg.listTests || cfg.listTestNamesOnly || cfg.listTags ||
+                           cfg.listReporters || cfg.showHelp;
+  if (!onlyListing && device::cudaDeviceCount() == 0) {
+    std::printf("no CUDA device: skipping\n");
+    return 4;
+  }
+  const int rc = session.run();
+  return rc == 4 ? 5 : rc;  // 4 failed cases must not read as "skipped"
+}
