@@ -55,6 +55,18 @@ TEST_CASE("backend memory: algorithms give primitives only backend memory", "[me
       }
 }
 
+TEST_CASE("backend memory: non-finite fallbacks too", "[memory]") {
+  for (const algo::AlgorithmInfo* info : algo::listAlgorithms()) {
+    DYNAMIC_SECTION(info->name) {
+      testing::AlgoRun run;
+      run.algo = info->name;
+      run.nanCall = 2;
+      if (info->name == "wagma") REQUIRE(run.config.set("WAGMA_WAIT", "1", "test").ok());
+      runChecked(run, "NaN at call 2");
+    }
+  }
+}
+
 TEST_CASE("backend memory: dense on 16-bit floats", "[memory]") {
   testing::AlgoRun run;
   run.algo = "dense";

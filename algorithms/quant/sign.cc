@@ -19,7 +19,8 @@
 // scale, mean|acc| of all ranks on every element, gave every coordinate the
 // same step whatever the votes agreed on and diverged in training
 // (docs/results/quantized.md). T_b <= 0 (d_b useless) gives S_b = 0.
-// Shares are computed on the host: acc is this object's std::vector.
+// Shares are computed by host code reading acc (backend memory is
+// host-readable, device/backend.h).
 //
 // EF-signSGD (GRADCOMP_SIGN_EF, default on): rank r's contribution on block
 // b is s_rb * d_b (0 when T_b <= 0), so the contributions add up to the
@@ -181,8 +182,9 @@ class Sign final : public QuantAlgorithm {
       v->assign(device::packedBytes(range(c).size, 1), 0);
       return dev.signPack(acc + range(c).begin, range(c).size, v->data());
     };
-    device::Buffer<uint8_t>&cur = device::bound(ringCur_, dev), &recv = device::bound(ringRecv_, dev),
-                           &votes = device::bound(ringVotes_, dev);
+    device::Buffer<uint8_t>& cur = device::bound(ringCur_, dev);
+    device::Buffer<uint8_t>& recv = device::bound(ringRecv_, dev);
+    device::Buffer<uint8_t>& votes = device::bound(ringVotes_, dev);
     GC_CHECK(votesOf(mod(r - 1, P), &cur));  // counts of 1 rank at width 1 = the votes
     for (int i = 1; i < P; ++i) {
       // cur holds chunk (r - i) mod P, counted over i ranks.

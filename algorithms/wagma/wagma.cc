@@ -46,7 +46,8 @@ Status multiplyByInt(device::Backend& dev, void* buf, size_t n, DataType t, int 
 // buf = -buf. The backend has no negation; WAGMA's buffers are host-readable
 // backend memory (they travel through the host transport), so negate through
 // fp64 chunks with the backend's conversions (exact both ways).
-Status negate(device::Backend& dev, void* buf, size_t n, DataType t, device::Buffer<double>* chunk) {
+Status negate(device::Backend& dev, void* buf, size_t n, DataType t,
+              device::Buffer<double>* chunk) {
   constexpr size_t kChunk = 4096;
   device::bound(*chunk, dev).resize(kChunk);
   double* tmp = chunk->data();

@@ -1,6 +1,7 @@
 #include "support/algo_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <thread>
 
@@ -35,6 +36,7 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
       st = algo::ErrorFeedbackStore::create(run.config, &ef);
       for (int c = 0; c < run.calls && st.ok(); ++c) {
         for (size_t i = 0; i < run.count; ++i) values[i] = inputValue(r, c, i);
+        if (c == run.nanCall && r == 0 && run.count > 1) values[1] = std::nanf("");
         st = dev.convert(in.data(), run.dtype, values.data(), DataType::Float32, run.count);
         if (!st.ok()) break;
         algo::Context ctx{*nets[r], dev, run.config, uint64_t(c), ef.get()};

@@ -20,6 +20,9 @@ struct AlgoRun {
   size_t count = 4099;
   DataType dtype = DataType::Float32;
   int calls = 6;
+  // Call at which rank 0's element 1 is NaN (-1: none): the algorithms'
+  // non-finite fallbacks (quantized: exact sum; sparse: dense).
+  int nanCall = -1;
 };
 
 // Rank r's input element i at call c.
