@@ -5,6 +5,7 @@
 // evaluates exactly, on every rank and in the central reference alike.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "algorithms/sparse/oktopk.h"
@@ -67,6 +68,33 @@ TEST_CASE("oktopk local threshold: nudge above k/2, exact re-selection below", "
   REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, &st, &sel).ok());
   CHECK(sel.size() == k);
   CHECK(st.th == 1101.0f);
+}
+
+TEST_CASE("oktopk local threshold: over k, the selection equals an exact top-k of acc",
+          "[sparse]") {
+  // A stale threshold admitting ~1.5k entries (ties and -0.0 included): the
+  // candidates-only selection must return what selectTopk over all of acc
+  // returns, threshold included.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> q(-200, 200);  // coarse values: many ties
+  const size_t n = 20000, k = 500;
+  std::vector<float> acc(n);
+  for (float& v : acc) v = float(q(rng)) / 8.0f;
+  acc[3] = -0.0f;
+  Coo exact;
+  float thExact = 0;
+  REQUIRE(algo::sparse::selectTopk(device::cpuBackend(), acc.data(), n, k, 0, &exact, &thExact).ok());
+  ok::Threshold stale{thExact * 0.99f, true};
+  size_t above = 0;
+  REQUIRE(device::cpuBackend().countAbove(acc.data(), n, stale.th, &above).ok());
+  REQUIRE(above > k);
+  Coo got;
+  REQUIRE(ok::selectLocal(device::cpuBackend(), acc.data(), n, k, false, &stale, &got).ok());
+  CHECK(stale.valid);
+  CHECK(stale.th == thExact);
+  REQUIRE(got.size() == exact.size());
+  CHECK(std::equal(got.idx.begin(), got.idx.end(), exact.idx.begin()));
+  CHECK(std::equal(got.val.begin(), got.val.end(), exact.val.begin()));
 }
 
 TEST_CASE("oktopk global threshold: K < k/2 forces the next evaluation", "[sparse]") {

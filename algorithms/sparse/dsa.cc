@@ -46,7 +46,7 @@ class Dsa final : public SparseAlgorithm {
       GC_CHECK(allreduceSumWords(ctx, kStepBounds, &sums));
       st.bounds = oktopk::boundariesFromSums(sums, n, P);
     }
-    auto region = device::makeBuffer<float>(ctx.dev);
+    device::Buffer<float>& region = region_;  // kept across calls (no page faults)
     GC_CHECK(oktopk::splitAndReduce(ctx, local, st.bounds, k, &region));
     Coo sum(ctx.dev);
     GC_CHECK(oktopk::gatherRegions(ctx, region, st.bounds, k, &sum));
@@ -55,6 +55,7 @@ class Dsa final : public SparseAlgorithm {
   }
 
   std::map<uint64_t, DsaKey> keys_;
+  device::Buffer<float> region_;
 };
 
 class DsaReference final : public SparseReference {

@@ -20,6 +20,19 @@ Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, b
       if (4 * count < 3 * k) state->th = state->th / 1.012f;
       return Status::Ok();
     }
+    if (count > k) {
+      // The exact top-k lies among the `count` entries above the reused
+      // threshold: select among those (about k) instead of all n. Same
+      // threshold and ties (index order) as selecting over acc.
+      Coo above(dev);
+      above.idx.resize(count);
+      above.val.resize(count);
+      size_t got = 0;
+      GC_CHECK(dev.compactAbove(acc, n, state->th, 0, 0, above.idx.data(), above.val.data(),
+                                count, &got));
+      GC_CHECK(selectTopkCoo(dev, above, k, out, &state->th));
+      return Status::Ok();
+    }
   }
   // Exact: evaluation call, first call, or the reused threshold admitted
   // more than k or fewer than k/2 entries.
