@@ -31,7 +31,7 @@ struct DsaKey {
 
 class Dsa final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
-                  device::Buffer<float>& acc, device::Buffer<float>& result) override {
+                  device::Buffer<float>& acc, float* result) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
     DsaKey& st = keys_[tensorKey(args)];
@@ -51,7 +51,7 @@ class Dsa final : public SparseAlgorithm {
     Coo sum(ctx.dev);
     GC_CHECK(oktopk::gatherRegions(ctx, region, st.bounds, k, &sum));
     GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, local.idx.data(), local.size()));
-    return ctx.dev.scatterAdd(result.data(), n, 0, sum.idx.data(), sum.val.data(), sum.size());
+    return ctx.dev.scatterAdd(result, n, 0, sum.idx.data(), sum.val.data(), sum.size());
   }
 
   std::map<uint64_t, DsaKey> keys_;

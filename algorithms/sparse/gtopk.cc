@@ -103,7 +103,7 @@ Status recvSurvivors(Context& ctx, int from, size_t k, const Coo& local,
 
 class GTopk final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
-                  device::Buffer<float>& acc, device::Buffer<float>& result) override {
+                  device::Buffer<float>& acc, float* result) override {
     const int P = ctx.net.size(), me = ctx.net.rank(), P2 = treeSize(P);
     const size_t n = args.count;
 
@@ -145,7 +145,7 @@ class GTopk final : public SparseAlgorithm {
       }
     }
     GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, alive.data(), alive.size()));
-    return ctx.dev.scatterAdd(result.data(), n, 0, cur.idx.data(), cur.val.data(), cur.size());
+    return ctx.dev.scatterAdd(result, n, 0, cur.idx.data(), cur.val.data(), cur.size());
   }
 };
 

@@ -18,7 +18,7 @@ constexpr uint64_t kStepBounds = 0x30000;
 
 class OkTopk final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
-                  device::Buffer<float>& acc, device::Buffer<float>& out) override {
+                  device::Buffer<float>& acc, float* out) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
     KeyState& st = keys_[tensorKey(args)];
@@ -45,7 +45,7 @@ class OkTopk final : public SparseAlgorithm {
              sched.evaluate ? " (evaluate)" : globalExact ? " (global exact)" : "", n, k,
              local.size(), result.size());
     GC_CHECK(zeroContribution(ctx.dev, acc.data(), n, local, result));
-    return ctx.dev.scatterAdd(out.data(), n, 0, result.idx.data(), result.val.data(),
+    return ctx.dev.scatterAdd(out, n, 0, result.idx.data(), result.val.data(),
                               result.size());
   }
 

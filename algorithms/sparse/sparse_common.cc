@@ -1,6 +1,7 @@
 // Shared frame of the sparse algorithms (see sparse_common.h).
 #include "algorithms/sparse/sparse_common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -122,10 +123,21 @@ Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   bool compress = false;
   GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
   if (!compress) return Status::Ok();
-  device::bound(result_, ctx.dev).assign(args.count, 0.0f);
+  // fp32: the result is summed straight into recvBuf (the input already sits
+  // in acc), which saves a pass over the buffer; finish() then converts
+  // nothing. recvBuf is host-addressable in every executor (host memory, or
+  // the CUDA executor's pinned staging).
+  float* result = nullptr;
+  if (args.dtype == DataType::Float32) {
+    result = static_cast<float*>(args.recvBuf);
+    std::fill_n(result, args.count, 0.0f);
+  } else {
+    device::bound(result_, ctx.dev).assign(args.count, 0.0f);
+    result = result_.data();
+  }
   GC_CHECK(schedule(ctx, args, params, topkCount(params.density, args.count), frame_.acc(),
-                    result_));
-  return frame_.finish(ctx, args, result_.data());
+                    result));
+  return frame_.finish(ctx, args, result);
 }
 
 Status expectedFromFp32(const std::vector<float>& sum, const AllreduceArgs& args, int nranks,

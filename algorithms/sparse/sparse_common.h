@@ -111,10 +111,10 @@ class SparseAlgorithm : public Algorithm {
  protected:
   // Runs when the call compresses. acc: residual + input (fp32, args.count);
   // the schedule zeroes the entries this rank contributed (the rest stays in
-  // the residual) and fills result (dense fp32, args.count, zero on entry).
+  // the residual) and adds the sparse result into `result` (dense fp32,
+  // args.count, zero on entry; for fp32 calls it is args.recvBuf itself).
   virtual Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params,
-                          size_t k, device::Buffer<float>& acc,
-                          device::Buffer<float>& result) = 0;
+                          size_t k, device::Buffer<float>& acc, float* result) = 0;
 
  private:
   SparseFrame frame_;

@@ -15,7 +15,7 @@ constexpr uint64_t kStepGather = 0;
 
 class TopkA final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
-                  device::Buffer<float>& acc, device::Buffer<float>& result) override {
+                  device::Buffer<float>& acc, float* result) override {
     const int P = ctx.net.size(), me = ctx.net.rank();
     const size_t n = args.count;
 
@@ -35,7 +35,7 @@ class TopkA final : public SparseAlgorithm {
                             in.val.data(), k, &got, &used));
       GC_REQUIRE(used == blocks[r].size(), Err::RemoteError,
                  "topka: rank %d's message has %zu bytes after its end", r, blocks[r].size() - used);
-      GC_CHECK(ctx.dev.scatterAdd(result.data(), n, 0, in.idx.data(), in.val.data(), got));
+      GC_CHECK(ctx.dev.scatterAdd(result, n, 0, in.idx.data(), in.val.data(), got));
     }
     return ctx.dev.scatterZero(acc.data(), n, 0, mine.idx.data(), mine.size());
   }
