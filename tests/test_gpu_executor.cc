@@ -5,21 +5,15 @@
 // Each algorithm's results must equal the same schedule on the CPU
 // reference backend (test_gpu_algorithms' tolerances); asyncError stays Ok.
 //
-// Own main: exits 4 (skipped) without a CUDA device.
-#define CATCH_CONFIG_RUNNER
+// main: tests/support/gpu_main.cc (exits 4, skipped, without a CUDA device).
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "algorithms/error_feedback.h"
-#include "device/cuda/cuda_backend.h"
 #include "plugin/nccl/executor.h"
 #include "support/algo_runner.h"
 #include "transport/local_transport.h"
@@ -107,12 +101,6 @@ void runOnExecutor(const testing::AlgoRun& run,
   for (auto& t : threads) t.join();
 }
 
-float at(const std::vector<uint8_t>& bytes, size_t i) {
-  float f;
-  std::memcpy(&f, bytes.data() + 4 * i, 4);
-  return f;
-}
-
 }  // namespace
 
 TEST_CASE("gpu executor: every algorithm through cudaExecutor matches the CPU", "[gpu]") {
@@ -131,40 +119,7 @@ TEST_CASE("gpu executor: every algorithm through cudaExecutor matches the CPU", 
         testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
                           &cpuSt);
         runOnExecutor(run, &gpu, &gpuSt);
-        for (int r = 0; r < run.ranks; ++r) {
-          INFO("rank " << r << ": cpu " << cpuSt[r].toString() << ", gpu " << gpuSt[r].toString());
-          REQUIRE(cpuSt[r].ok());
-          REQUIRE(gpuSt[r].ok());
-          REQUIRE(gpu[r].size() == size_t(run.calls));
-          for (int c = 0; c < run.calls; ++c) {
-            double scale = 0;
-            for (size_t i = 0; i < run.count; ++i)
-              scale = std::max(scale, double(std::fabs(at(cpu[r][c], i))));
-            size_t bad = 0;
-            for (size_t i = 0; i < run.count; ++i) {
-              const double a = at(cpu[r][c], i), b = at(gpu[r][c], i);
-              const double tol =
-                  run.algo == "fft" ? 1e-3 * (1 + scale) : 1e-5 * (1 + std::fabs(a));
-              if (!(std::fabs(a - b) <= tol)) ++bad;
-            }
-            INFO("call " << c << ": " << bad << " of " << run.count << " elements differ");
-            CHECK(bad == 0);
-          }
-        }
+        testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
       }
     }
-}
-
-int main(int argc, char** argv) {
-  Catch::Session session;
-  if (int rc = session.applyCommandLine(argc, argv)) return rc;
-  const Catch::ConfigData& cfg = session.configData();
-  const bool onlyListing = cfg.listTests || cfg.listTestNamesOnly || cfg.listTags ||
-                           cfg.listReporters || cfg.showHelp;
-  if (!onlyListing && device::cudaDeviceCount() == 0) {
-    std::printf("no CUDA device: skipping\n");
-    return 4;
-  }
-  const int rc = session.run();
-  return rc == 4 ? 5 : rc;  // 4 failed cases must not read as "skipped"
 }

@@ -4,9 +4,7 @@
 // primitives must match bit for bit; the FFT (cuFFT vs FFTW) within a bound
 // relative to the chunk's energy; absStats' sum within fp64 rounding.
 //
-// Own main: exits 4 (skipped) without a CUDA device, but answers Catch2's
-// listing options so test discovery works on machines without a GPU.
-#define CATCH_CONFIG_RUNNER
+// main: tests/support/gpu_main.cc (exits 4, skipped, without a CUDA device).
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
@@ -415,18 +413,4 @@ TEST_CASE("cuda workspace sizes are reported and reserved once", "[gpu]") {
           CudaBackend::workspaceBytes(fam, size_t(1) << 24));
   CudaBackend gpu(nullptr);
   CHECK(gpu.reserve(size_t(1) << 20).ok());
-}
-
-int main(int argc, char** argv) {
-  Catch::Session session;
-  if (int rc = session.applyCommandLine(argc, argv)) return rc;
-  const Catch::ConfigData& cfg = session.configData();
-  const bool onlyListing = cfg.listTests || cfg.listTestNamesOnly || cfg.listTags ||
-                           cfg.listReporters || cfg.showHelp;
-  if (!onlyListing && cudaDeviceCount() == 0) {
-    std::printf("no CUDA device: skipping\n");
-    return 4;
-  }
-  const int rc = session.run();
-  return rc == 4 ? 5 : rc;  // 4 failed cases must not read as "skipped"
 }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include <catch2/catch.hpp>
 #include <memory>
 #include <thread>
 
@@ -63,6 +66,47 @@ std::vector<Variant> variantsOf(const std::string& algo) {
   if (algo == "rbf") return {{"bits=10", {{"BITS", "10"}}}};
   if (algo == "wagma") return {{"blocking", {{"WAGMA_WAIT", "1"}, {"WAGMA_PERIOD", "2"}}}};
   return {{"defaults", {}}};
+}
+
+namespace {
+
+double fp32At(const std::vector<uint8_t>& bytes, size_t i) {
+  float f;
+  std::memcpy(&f, bytes.data() + 4 * i, 4);
+  return f;
+}
+
+}  // namespace
+
+void checkMatchesCpu(const AlgoRun& run, const std::vector<std::vector<std::vector<uint8_t>>>& cpu,
+                     const std::vector<Status>& cpuStatus,
+                     const std::vector<std::vector<std::vector<uint8_t>>>& gpu,
+                     const std::vector<Status>& gpuStatus) {
+  for (int r = 0; r < run.ranks; ++r) {
+    INFO(run.algo << " rank " << r << ": cpu " << cpuStatus[r].toString() << ", gpu "
+                  << gpuStatus[r].toString());
+    REQUIRE(cpuStatus[r].ok());
+    REQUIRE(gpuStatus[r].ok());
+    REQUIRE(cpu[r].size() == size_t(run.calls));
+    REQUIRE(gpu[r].size() == size_t(run.calls));
+    for (int c = 0; c < run.calls; ++c) {
+      double scale = 0;
+      for (size_t i = 0; i < run.count; ++i) scale = std::max(scale, std::fabs(fp32At(cpu[r][c], i)));
+      size_t bad = 0, first = 0;
+      double worst = 0;
+      for (size_t i = 0; i < run.count; ++i) {
+        const double a = fp32At(cpu[r][c], i), d = std::fabs(a - fp32At(gpu[r][c], i));
+        const double tol = run.algo == "fft" ? 1e-3 * (1 + scale) : 1e-5 * (1 + std::fabs(a));
+        if (!(d <= tol)) {
+          if (bad++ == 0) first = i;
+          worst = std::isnan(d) ? d : std::max(worst, d);
+        }
+      }
+      INFO("call " << c << ": " << bad << " of " << run.count << " elements differ (first "
+                   << first << ", worst |diff| " << worst << ")");
+      CHECK(bad == 0);
+    }
+  }
 }
 
 }  // namespace gradcomp::testing

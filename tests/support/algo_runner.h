@@ -45,4 +45,13 @@ struct Variant {
 };
 std::vector<Variant> variantsOf(const std::string& algo);
 
+// For the [gpu] tests: every rank finished on both backends and every call's
+// fp32 result of `gpu` is within the CPU-vs-CUDA tolerance of `cpu` (Catch2
+// assertions; call from the test thread): 1e-5 relative, except fft, whose
+// cuFFT and FFTW roundings differ, 1e-3 of the largest |value|.
+void checkMatchesCpu(const AlgoRun& run, const std::vector<std::vector<std::vector<uint8_t>>>& cpu,
+                     const std::vector<Status>& cpuStatus,
+                     const std::vector<std::vector<std::vector<uint8_t>>>& gpu,
+                     const std::vector<Status>& gpuStatus);
+
 }  // namespace gradcomp::testing
