@@ -1,8 +1,9 @@
 // Error-feedback residual store: see error_feedback.h for the contract.
 #include "algorithms/error_feedback.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <vector>
 
 #include "common/log.h"
 #include "device/cpu/float16.h"
@@ -39,8 +40,10 @@ Status ErrorFeedbackStore::forCall(ErrorFeedbackStore* store, const param::Overr
   return Status::Ok();
 }
 
-Status ErrorFeedbackStore::acquire(uint64_t key, size_t count, uint64_t callSeq, Entry** out) {
+Status ErrorFeedbackStore::acquire(device::Backend& dev, uint64_t key, size_t count,
+                                   uint64_t callSeq, Entry** out, bool* fresh) {
   *out = nullptr;
+  *fresh = false;
   auto it = entries_.find(key);
   if (it != entries_.end() && it->second.count != count) {
     GC_INFO(ALGO, "error feedback: tensor key %#llx changed from %zu to %zu elements; "
@@ -49,8 +52,15 @@ Status ErrorFeedbackStore::acquire(uint64_t key, size_t count, uint64_t callSeq,
     retire(key);
     it = entries_.end();
   }
+  if (it != entries_.end() &&
+      (bf16_ ? it->second.bf16.backend() : it->second.f32.backend()) != &dev) {
+    GC_INFO(ALGO, "error feedback: tensor key %#llx moved to the %s backend; its residual "
+            "restarts at zero", (unsigned long long)key, dev.name());
+    retire(key);
+    it = entries_.end();
+  }
   if (it == entries_.end()) {
-    const size_t bytes = count * (bf16_ ? sizeof(uint16_t) : sizeof(float));
+    const size_t bytes = entryBytes(count);
     GC_REQUIRE(bytes <= capBytes_, Err::InvalidConfig,
                "error feedback: a residual of %zu elements needs %zu bytes, more than "
                "GRADCOMP_EF_MAX_MB=%zu allows; raise GRADCOMP_EF_MAX_MB or set GRADCOMP_EF=off",
@@ -62,12 +72,19 @@ Status ErrorFeedbackStore::acquire(uint64_t key, size_t count, uint64_t callSeq,
     }
     Entry e;
     e.count = count;
-    if (bf16_) e.bf16.assign(count, 0);  // bf16 0x0000 is +0.0
-    else e.f32.assign(count, 0.0f);
+    // All-zero bytes are +0.0 in fp32 and bf16.
+    if (bf16_) {
+      e.bf16.bind(dev);
+      GC_CHECK(e.bf16.assignZero(count));
+    } else {
+      e.f32.bind(dev);
+      GC_CHECK(e.f32.assignZero(count));
+    }
     lru_.push_front(key);
     e.lru = lru_.begin();
     bytesUsed_ += bytes;
     it = entries_.emplace(key, std::move(e)).first;
+    *fresh = true;
   } else {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
@@ -79,37 +96,48 @@ Status ErrorFeedbackStore::acquire(uint64_t key, size_t count, uint64_t callSeq,
 void ErrorFeedbackStore::retire(uint64_t key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
-  bytesUsed_ -= it->second.count * (bf16_ ? sizeof(uint16_t) : sizeof(float));
+  bytesUsed_ -= entryBytes(it->second.count);
   lru_.erase(it->second.lru);
   entries_.erase(it);
 }
 
-Status ErrorFeedbackStore::addResidual(uint64_t key, uint64_t callSeq, float* acc, size_t count) {
-  if (!enabled_) return Status::Ok();
+Status ErrorFeedbackStore::begin(device::Backend& dev, uint64_t key, size_t count,
+                                 uint64_t callSeq, device::DeviceArray<float>* scratch,
+                                 float** acc, bool* fresh) {
+  GC_REQUIRE(enabled_, Err::Internal, "error feedback: begin() on a disabled store");
   Entry* e = nullptr;
-  GC_CHECK(acquire(key, count, callSeq, &e));
-  if (bf16_) {
-    for (size_t i = 0; i < count; ++i) acc[i] += device::bf16ToFloat(e->bf16[i]);
-  } else {
-    for (size_t i = 0; i < count; ++i) acc[i] += e->f32[i];
+  GC_CHECK(acquire(dev, key, count, callSeq, &e, fresh));
+  if (!bf16_) {
+    *acc = e->f32.data();
+    return Status::Ok();
   }
+  scratch->bind(dev).resize(count);
+  GC_CHECK(dev.convert(scratch->data(), DataType::Float32, e->bf16.data(), DataType::BFloat16,
+                       count));
+  *acc = scratch->data();
   return Status::Ok();
 }
 
-Status ErrorFeedbackStore::storeResidual(uint64_t key, const float* acc, const float* contribution,
-                                         size_t count) {
-  if (!enabled_) return Status::Ok();
+Status ErrorFeedbackStore::end(device::Backend& dev, uint64_t key, const float* acc) {
   auto it = entries_.find(key);
-  GC_REQUIRE(it != entries_.end() && it->second.count == count, Err::Internal,
-             "error feedback: storeResidual for key %#llx (%zu elements) without a matching "
-             "addResidual in the same call", (unsigned long long)key, count);
-  Entry& e = it->second;
-  for (size_t i = 0; i < count; ++i) {
-    const float r = contribution ? acc[i] - contribution[i] : acc[i];
-    if (bf16_) e.bf16[i] = device::floatToBf16(r);
-    else e.f32[i] = r;
+  GC_REQUIRE(it != entries_.end(), Err::Internal,
+             "error feedback: end() for key %#llx without begin() in the same call",
+             (unsigned long long)key);
+  if (!bf16_) {
+    GC_REQUIRE(acc == it->second.f32.data(), Err::Internal,
+               "error feedback: end() for key %#llx with another accumulator",
+               (unsigned long long)key);
+    return Status::Ok();
   }
-  return Status::Ok();
+  return dev.convert(it->second.bf16.data(), DataType::BFloat16, acc, DataType::Float32,
+                     it->second.count);
+}
+
+Status ErrorFeedbackStore::clear(device::Backend& dev, uint64_t key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return Status::Ok();
+  Entry& e = it->second;
+  return bf16_ ? dev.zero(e.bf16.data(), e.count * 2) : dev.zero(e.f32.data(), e.count * 4);
 }
 
 void ErrorFeedbackStore::retireStale(uint64_t callSeq) {
@@ -126,13 +154,29 @@ void ErrorFeedbackStore::retireStale(uint64_t callSeq) {
   }
 }
 
+Status ErrorFeedbackStore::readResidual(uint64_t key, size_t count, float* out) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.count != count) {
+    std::fill(out, out + count, 0.0f);
+    return Status::Ok();
+  }
+  const Entry& e = it->second;
+  device::Backend& dev = *(bf16_ ? e.bf16.backend() : e.f32.backend());
+  GC_CHECK(bf16_ ? dev.convert(out, DataType::Float32, e.bf16.data(), DataType::BFloat16, count)
+                 : dev.copy(out, e.f32.data(), count * sizeof(float)));
+  return dev.sync();
+}
+
 double ErrorFeedbackStore::residualNorm(uint64_t key) const {
   auto it = entries_.find(key);
   if (it == entries_.end()) return 0.0;
-  double sum = 0;
   const Entry& e = it->second;
+  const float* f = e.f32.hostView();
+  const uint16_t* h = e.bf16.hostView();
+  if (bf16_ ? h == nullptr : f == nullptr) return -1.0;
+  double sum = 0;
   for (size_t i = 0; i < e.count; ++i) {
-    const double v = bf16_ ? double(device::bf16ToFloat(e.bf16[i])) : double(e.f32[i]);
+    const double v = bf16_ ? double(device::bf16ToFloat(h[i])) : double(f[i]);
     sum += v * v;
   }
   return std::sqrt(sum);

@@ -1,19 +1,26 @@
 // Error-feedback residual store (one per communicator, shared by every
-// compressing algorithm on it). A residual belongs to one logical tensor,
-// keyed by AllreduceArgs::bufferKey. Frameworks rebuild buckets and reuse
-// addresses (PyTorch DDP after iteration 1), so:
+// compressing algorithm on it), in device memory. A residual belongs to one
+// logical tensor, keyed by AllreduceArgs::bufferKey. Frameworks rebuild
+// buckets and reuse addresses (PyTorch DDP after iteration 1), so:
 // - a key seen again with a different element count is retired and restarts
 //   at zero (logged at INFO);
 // - a key unused for GRADCOMP_EF_RETIRE_CALLS collectives is retired;
 // - total residual memory is capped by GRADCOMP_EF_MAX_MB: acquiring a new
 //   residual beyond the cap first retires least-recently-used keys, and fails
 //   with InvalidConfig naming the variable if the tensor alone exceeds the cap.
-// Residuals are fp32, or bf16 with GRADCOMP_EF_DTYPE=bfloat16 (half the memory;
-// the store converts on load/save). GRADCOMP_EF=off disables error feedback:
-// algorithms then see no residual (has() == false).
+// GRADCOMP_EF=off disables error feedback: algorithms then see no residual.
 //
-// Usage per call:  acc = residual + g  (load), compress/communicate,
-//                  residual = acc - contribution  (store).
+// The residual is the accumulator (device/backend.h, accumulate): with fp32
+// residuals (the default) a call gets the residual itself, adds its gradient
+// in place (acc = residual + g), compresses from it and leaves in it what it
+// did not contribute, so no O(n) copy is ever made. With
+// GRADCOMP_EF_DTYPE=bfloat16 (half the memory) the call gets a scratch fp32
+// accumulator loaded from the bf16 residual, and end() rounds it back.
+//
+// Usage per call:  begin (acc = residual) -> accumulate(acc += g) ->
+//   compress, zeroing / subtracting what was contributed -> end.
+// A call that falls back to the dense sum (a non-finite value) clears the
+// residual: it held r + g with the NaN/Inf in it.
 #pragma once
 
 #include <cstddef>
@@ -21,10 +28,10 @@
 #include <list>
 #include <memory>
 #include <unordered_map>
-#include <vector>
 
 #include "common/param.h"
 #include "common/status.h"
+#include "device/arrays.h"
 
 namespace gradcomp::algo {
 
@@ -40,35 +47,48 @@ class ErrorFeedbackStore {
   static Status createForCommunicator(std::unique_ptr<ErrorFeedbackStore>* out);
   // The store a call with algorithm parameters `config` uses: `store` when
   // GRADCOMP_EF is on for the call (the run's override, else the registry),
-  // else nullptr (the call runs without error feedback). This is where a
-  // per-run EF=off/on wins over the value the store was created with.
+  // else nullptr (the call runs without error feedback).
   static Status forCall(ErrorFeedbackStore* store, const param::Overrides& config,
                         ErrorFeedbackStore** out);
 
   bool enabled() const { return enabled_; }
-  // acc[i] = residual[i] + acc[i] for the residual of `key` (zero when new).
-  // `callSeq` marks the key used; no-op when disabled.
-  Status addResidual(uint64_t key, uint64_t callSeq, float* acc, size_t count);
-  // residual[i] = acc[i] - contribution[i] (contribution may be nullptr: 0).
-  Status storeResidual(uint64_t key, const float* acc, const float* contribution, size_t count);
+  // The fp32 accumulator of `key` for this call (count elements, device
+  // memory of dev), holding the residual (zero when new). *fresh: the
+  // residual is new (all zero), so the caller may load instead of add.
+  // `scratch` backs it in bf16 mode. `callSeq` marks the key used.
+  Status begin(device::Backend& dev, uint64_t key, size_t count, uint64_t callSeq,
+               device::DeviceArray<float>* scratch, float** acc, bool* fresh);
+  // acc (from begin) holds the new residual: stores it (bf16 mode; a no-op
+  // for fp32, where acc is the residual).
+  Status end(device::Backend& dev, uint64_t key, const float* acc);
+  // residual(key) = 0 (the non-finite fallback).
+  Status clear(device::Backend& dev, uint64_t key);
   // Retire keys unused since callSeq - GRADCOMP_EF_RETIRE_CALLS.
   void retireStale(uint64_t callSeq);
 
   size_t bytesUsed() const { return bytesUsed_; }
   size_t keyCount() const { return entries_.size(); }
-  // L2 norm of a residual (stats); 0 when absent.
+  // out[0..count) = the residual of `key` as fp32 (zeros when absent or of
+  // another size), by primitives of the residual's backend; out must be
+  // host memory that backend accepts. Syncs. For tests and tools.
+  Status readResidual(uint64_t key, size_t count, float* out) const;
+  // L2 norm of a residual (stats), when its backend lets the host read it
+  // (device/backend.h hostAccessible: the host executor); 0 when absent, -1
+  // when unknown (device memory).
   double residualNorm(uint64_t key) const;
 
  private:
   struct Entry {
     size_t count = 0;
     uint64_t lastUsed = 0;
-    std::vector<float> f32;      // fp32 mode
-    std::vector<uint16_t> bf16;  // bf16 mode
+    device::DeviceArray<float> f32;      // fp32 mode
+    device::DeviceArray<uint16_t> bf16;  // bf16 mode
     std::list<uint64_t>::iterator lru;
   };
-  Status acquire(uint64_t key, size_t count, uint64_t callSeq, Entry** out);
+  Status acquire(device::Backend& dev, uint64_t key, size_t count, uint64_t callSeq, Entry** out,
+                 bool* fresh);
   void retire(uint64_t key);
+  size_t entryBytes(size_t count) const { return count * (bf16_ ? 2 : 4); }
 
   bool enabled_ = true;
   bool bf16_ = false;

@@ -1,14 +1,41 @@
-// The compute interface algorithms use: element-wise work on buffers in the
-// backend's memory space. device/cpu is the reference every other backend is
-// checked against; device/cuda implements the same primitives as kernels.
-// Later families (sparse, quantized, sign, FFT) add their primitives here, kept
-// few and kernel-shaped.
+// The compute interface algorithms use: primitives over buffers in the
+// backend's memory spaces. device/cpu is the reference every other backend is
+// checked against; device/cuda implements the same primitives as kernels;
+// device/cpu_device runs the reference with a GPU's memory discipline (CI).
+//
+// Memory spaces (the device-resident data path, docs/design.md):
+// - device memory (allocate): every O(n) buffer: accumulators, residuals,
+//   received data, scratch, COO lists. Host code never reads or writes it;
+//   only primitives do. On a GPU it is HBM; the CPU reference uses the heap
+//   (hostAccessible() is true there, for references and tests only).
+// - host memory (allocateHost): payloads and control words, sized to what
+//   crosses the network. Transports send from it and receive into it; host
+//   code may read it once the primitives writing it have completed. On a GPU
+//   it is mapped pinned memory that kernels address directly.
+// - the user's buffers (AllreduceArgs) live in device memory.
+// Primitives accept either space for any argument; a primitive that reads
+// host memory moves those bytes host -> device, one that writes host memory
+// moves them device -> host (Traffic counts both).
+//
+// Ordering: primitives may run asynchronously, in the order they were called
+// (one stream per backend). Scalar results (thresholds, counts, stats,
+// verdicts) are written through plain host pointers, which must stay valid
+// until the next sync() (never a local of a function that returns first),
+// and are valid after it; so is host memory a primitive writes. Host memory a pending
+// primitive reads must stay unchanged until sync(). A returned Status
+// reports argument errors at the call; errors found while running (malformed
+// wire data, out-of-range indexes) are reported by sync(), the first one,
+// naming the primitive and `source` (the rank the data came from; -1 none).
+// deallocate()/deallocateHost() are ordered after every earlier primitive.
+// Algorithms therefore sync at communication rounds, never per primitive.
 //
 // Arithmetic contract (the reference semantics):
 // - float16/bfloat16 are computed in fp32 and rounded to nearest even once per
 //   primitive; float32 in fp32; float64 in fp64.
-// - divide() computes x / d in fp64 and rounds once to the element type (ncclAvg).
+// - divide() and scale() compute in fp64 and round once to the element type.
 // - NaN and Inf propagate as IEEE arithmetic does; nothing is flushed to zero.
+// - Reductions whose order shows in the result (blockDot) use one fixed order
+//   that every backend reproduces (documented at the primitive).
 #pragma once
 
 #include <cstddef>
@@ -21,19 +48,31 @@
 
 namespace gradcomp::device {
 
+// Bytes a backend moved between host and device memory, and its host
+// synchronizations (cumulative since creation or resetTraffic()).
+struct Traffic {
+  uint64_t d2hBytes = 0;  // device -> host: payloads written, scalars read back
+  uint64_t h2dBytes = 0;  // host -> device: payloads read
+  uint64_t syncs = 0;     // sync() calls that had work to wait for
+  uint64_t primitives = 0;
+};
+
+// One pass over a call's input (Backend::accumulate): the fused load of the
+// error-feedback accumulator and everything the frames decide from it.
+struct AccumulateStats {
+  double maxAbs = 0;       // largest |acc[i]| over finite values
+  uint64_t nonFinite = 0;  // NaN and +-Inf in acc
+  uint64_t above = 0;      // #{i : |acc[i]| > threshold} (threshold >= 0)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
 
-  // ---- Memory (algorithm scratch; device/buffer.h wraps it) ----
-  // Memory every primitive of this backend accepts, that host code may read
-  // and write between primitives, and that transports send from and receive
-  // into. Algorithms run on a backend whose primitives have completed when
-  // they return (the CPU backend; on a GPU the executor's host-ordered
-  // CudaBackend). CPU: the heap. CUDA: mapped pinned host memory, which
-  // kernels address directly (UVA) and UCX sends from. 64-byte aligned;
-  // nullptr when it cannot be had. Thread-safe.
+  // ---- Memory ----------------------------------------------------------
+  // Device memory, 64-byte aligned; nullptr when it cannot be had.
+  // Thread-safe. The default (the CPU reference) is the heap.
   virtual void* allocate(size_t bytes) {
     return ::operator new(bytes ? bytes : 1, std::align_val_t(64), std::nothrow);
   }
@@ -41,188 +80,228 @@ class Backend {
     (void)bytes;
     ::operator delete(p, std::align_val_t(64));
   }
+  // Host memory for payloads and control words, 64-byte aligned.
+  virtual void* allocateHost(size_t bytes) { return Backend::allocate(bytes); }
+  virtual void deallocateHost(void* p, size_t bytes) { Backend::deallocate(p, bytes); }
+  // True when host code may read device memory (the CPU reference only: its
+  // references and tests inspect results in place). Algorithms never ask.
+  virtual bool hostAccessible() const { return false; }
 
+  // ---- Ordering ----------------------------------------------------------
+  // Waits for every primitive called so far (bounded: a device that makes no
+  // progress for GRADCOMP_TIMEOUT_S is a Timeout) and returns the first error
+  // one of them found. Synchronous backends return Ok at once.
+  virtual Status sync() { return Status::Ok(); }
+  virtual Traffic traffic() const { return Traffic{}; }
+  virtual void resetTraffic() {}
+
+  // ---- Element-wise ------------------------------------------------------
   // dst[i] = a[i] + b[i]; dst may alias a or b.
   virtual Status add(void* dst, const void* a, const void* b, size_t n, DataType t) = 0;
-  // buf[i] = buf[i] / divisor.
+  // buf[i] = buf[i] / divisor (fp64, one rounding; integers truncate).
   virtual Status divide(void* buf, size_t n, DataType t, int divisor) = 0;
+  // buf[i] = buf[i] * factor (floating dtypes; fp64, one rounding: exact for
+  // -1 and for powers of two in range).
+  virtual Status scale(void* buf, size_t n, DataType t, double factor) = 0;
+  // Any direction between the spaces; dst may overlap src only if equal.
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
+  // dst[0..bytes) = 0 (+0.0 in every float type).
+  virtual Status zero(void* dst, size_t bytes) = 0;
   // Element conversion between any two DataTypes (float ones round to nearest even).
   virtual Status convert(void* dst, DataType dstType, const void* src, DataType srcType,
                          size_t n) = 0;
+  // dst[i] = a[i] - b[i] in fp32; dst may alias a or b.
+  virtual Status subtract(float* dst, const float* a, const float* b, size_t n) = 0;
 
-  // ---- Sparse primitives (top-k family, algorithms/sparse) ----
+  // ---- Error feedback ------------------------------------------------------
+  // The error-feedback accumulator in one pass: acc[i] = (add ? acc[i] : 0) +
+  // fp32(in[i]) (one rounding for float64 inputs; none for the others), and
+  // *stats of the new acc (above: countThreshold >= 0, else 0). With add,
+  // acc is the residual and becomes residual + gradient in place.
+  virtual Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
+                            float countThreshold, AccumulateStats* stats) = 0;
+
+  // ---- Sparse (top-k family, algorithms/sparse) ----------------------------
   // Values are fp32, indexes uint64; a COO list is (idx[], val[], count) sorted
   // strictly ascending by index. "Zero" means the bit pattern +0.0: -0.0 is a
   // value. Selection is by |x|; NaN is never selected and counts as smaller
-  // than every number. Defaults return Unsupported naming the backend.
+  // than every number.
 
-  // *threshold = the k-th largest |x[i]| (1 <= k <= n), by selection, not a sort.
-  virtual Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold) {
-    (void)x, (void)n, (void)k, (void)threshold;
-    return unsupported("kthLargestAbs");
-  }
+  // *threshold = the k-th largest |x[i]| (1 <= k <= n; 0 when fewer than k
+  // are numbers), by selection, not a sort; *above (nullable) = the number of
+  // |x[i]| > *threshold, so a top-k compaction (tieBudget k - above) selects
+  // exactly k entries when *threshold > 0 and `above` when it is 0.
+  virtual Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold,
+                               size_t* above) = 0;
   // *count = #{i : |x[i]| > threshold}.
-  virtual Status countAbove(const float* x, size_t n, float threshold, size_t* count) {
-    (void)x, (void)n, (void)threshold, (void)count;
-    return unsupported("countAbove");
-  }
+  virtual Status countAbove(const float* x, size_t n, float threshold, size_t* count) = 0;
   // Compaction to COO: every i with |x[i]| > threshold, plus (threshold > 0
   // only) the first `tieBudget` i with |x[i]| == threshold, in index order;
   // written indexes are indexBase + i. More than `capacity` is Internal.
-  virtual Status compactAbove(const float* x, size_t n, float threshold, size_t tieBudget,
+  // count (nullable: callers that know it) receives the number selected.
+  // zeroSelected: every selected x[i] becomes +0.0 in the same pass (the
+  // residual update of top-k error feedback).
+  virtual Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget,
                               uint64_t indexBase, uint64_t* idx, float* val, size_t capacity,
-                              size_t* count) {
-    (void)x, (void)n, (void)threshold, (void)tieBudget, (void)indexBase, (void)idx, (void)val,
-        (void)capacity, (void)count;
-    return unsupported("compactAbove");
-  }
+                              size_t* count, bool zeroSelected) = 0;
   // dst[idx[i] - base] += val[i] for i in order; an index outside
   // [base, base + n) is InvalidArgument (nothing past it is applied).
   virtual Status scatterAdd(float* dst, size_t n, uint64_t base, const uint64_t* idx,
-                            const float* val, size_t count) {
-    (void)dst, (void)n, (void)base, (void)idx, (void)val, (void)count;
-    return unsupported("scatterAdd");
-  }
+                            const float* val, size_t count) = 0;
   // dst[idx[i] - base] = +0.0 (same range rule as scatterAdd).
   virtual Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx,
-                             size_t count) {
-    (void)dst, (void)n, (void)base, (void)idx, (void)count;
-    return unsupported("scatterZero");
-  }
-  // DenseStream body (algorithms.md section 4) of a COO list over the region
-  // [base, base + n): blocks [start, length, values], start/length as
-  // little-endian `indexBytes` (4 or 8) relative to base, fp32 values; blocks
-  // begin and end with a non-zero and hold zero runs of at most
-  // T = 2 * indexBytes / 4. Values must not be +0.0. Exact size first:
-  virtual Status denseStreamSize(const uint64_t* idx, size_t count, int indexBytes,
-                                 size_t* bytes, size_t* blocks) {
-    (void)idx, (void)count, (void)indexBytes, (void)bytes, (void)blocks;
-    return unsupported("denseStreamSize");
-  }
+                             size_t count) = 0;
+  // dst[i] = src[pos[i]]; a position >= srcCount is Internal.
+  virtual Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
+                        size_t count) = 0;
+  // pos[j] = first i with sorted[i] >= keys[j] (n when none).
+  virtual Status lowerBound(const uint64_t* sorted, size_t n, const uint64_t* keys, size_t nkeys,
+                            uint64_t* pos) = 0;
+  // x[i - base] = +0.0 for every i in both sorted lists a and b.
+  virtual Status zeroIntersection(float* x, size_t n, uint64_t base, const uint64_t* a,
+                                  size_t na, const uint64_t* b, size_t nb) = 0;
+  // out = a + b as COO (union of the indexes, values summed in fp32 where both
+  // have one: a + b); more than capacity entries is Internal.
+  virtual Status mergeAdd(const uint64_t* aIdx, const float* aVal, size_t na,
+                          const uint64_t* bIdx, const float* bVal, size_t nb, uint64_t* outIdx,
+                          float* outVal, size_t capacity, size_t* count) = 0;
+  // out = a AND b (sorted); more than capacity entries is Internal.
+  virtual Status intersect(const uint64_t* a, size_t na, const uint64_t* b, size_t nb,
+                           uint64_t* out, size_t capacity, size_t* count) = 0;
+  // RemoteError (deferred) unless sub is strictly ascending and every entry
+  // is in the sorted list `set`.
+  virtual Status checkSubset(const uint64_t* sub, size_t nsub, const uint64_t* set, size_t nset,
+                             int source) = 0;
+  // RemoteError (deferred) unless idx is strictly ascending.
+  virtual Status checkAscending(const uint64_t* idx, size_t n, int source) = 0;
+
+  // Message bodies of the sparse wire format (algorithms/sparse/wire_format.h).
+  // Encoders validate their input (ascending, in [base, base + count), not
+  // +0.0: Internal otherwise); decoders validate everything they read
+  // (RemoteError naming `source`) and never access outside their buffers.
+  // COO: nnz offsets (indexBytes = 4 or 8, little-endian, relative to base)
+  // then nnz fp32 values.
+  virtual Status cooEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
+                           uint64_t count, int indexBytes, void* out) = 0;
+  virtual Status cooDecode(const void* in, size_t nnz, uint64_t base, uint64_t count,
+                           int indexBytes, uint64_t* idx, float* val, int source) = 0;
+  // Dense: count fp32 values, zero where the list has no entry.
+  virtual Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
+                             uint64_t count, void* out) = 0;
+  // Exactly nnz values whose bits are not +0.0 (RemoteError otherwise).
+  virtual Status denseDecode(const void* in, uint64_t count, uint64_t base, size_t nnz,
+                             uint64_t* idx, float* val, int source) = 0;
+  // DenseStream (algorithms.md section 4): blocks [start, length, values],
+  // start/length as little-endian `indexBytes` (4 or 8) relative to base, fp32
+  // values; blocks begin and end with a non-zero and hold zero runs of at
+  // most T = 2 * indexBytes / 4. Exact size first, then the encoding:
+  virtual Status denseStreamSize(const uint64_t* idx, size_t count, int indexBytes, size_t* bytes,
+                                 size_t* blocks) = 0;
   virtual Status denseStreamEncode(const uint64_t* idx, const float* val, size_t count,
-                                   uint64_t base, int indexBytes, void* out, size_t capacity,
-                                   size_t* bytes) {
-    (void)idx, (void)val, (void)count, (void)base, (void)indexBytes, (void)out, (void)capacity,
-        (void)bytes;
-    return unsupported("denseStreamEncode");
-  }
-  // Decodes exactly `blocks` blocks filling exactly `bytes` into COO (non-zero
-  // values only, indexes base + offset). Every length, range, ordering and
-  // structure rule above is checked: violations are RemoteError, never an
-  // out-of-bounds access.
+                                   uint64_t base, int indexBytes, void* out, size_t bytes) = 0;
+  // Decodes exactly `blocks` blocks filling exactly `bytes` into exactly
+  // `nnz` non-zero entries (indexes base + offset) over a region of n.
   virtual Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n,
-                                   uint64_t base, int indexBytes, uint64_t* idx, float* val,
-                                   size_t capacity, size_t* count) {
-    (void)in, (void)bytes, (void)blocks, (void)n, (void)base, (void)indexBytes, (void)idx,
-        (void)val, (void)capacity, (void)count;
-    return unsupported("denseStreamDecode");
-  }
+                                   uint64_t base, int indexBytes, size_t nnz, uint64_t* idx,
+                                   float* val, int source) = 0;
 
-  // ---- Quantized family (algorithms/quant): max-min, RBF, sign, FFT. -------
-  // Layouts, rounding and edge-value rules are in device/quant_types.h. Buffers
-  // are fp32 in the backend's memory space; code streams are packed bit streams.
+  // ---- Quantized family (algorithms/quant): max-min, RBF, sign, FFT ---------
+  // Layouts, rounding and edge-value rules are in device/quant_types.h. Code
+  // streams are packed bit streams. `residual` (nullable) receives
+  // src[i] - decoded(code i) in fp32 in the same pass (may alias src): the
+  // error-feedback update of the encoding.
 
-  // Reduction over src[0..n) used to agree on a call's parameters (vmax, sign
-  // scale, the non-finite fallback) before anything is encoded.
-  virtual Status absStats(const float* src, size_t n, AbsStats* out) {
-    (void)src, (void)n, (void)out;
-    return unsupported("absStats");
-  }
+  // Largest finite |x| and the non-finite count.
+  virtual Status absStats(const float* src, size_t n, AbsStats* out) = 0;
   // Bucketed max-min quantization with counter-based stochastic rounding:
   // meta gets 2 floats per bucket, codes packedBytes(n, spec.bits) bytes.
   // Element i draws counterUniform(spec.seed, indexBase + i).
   virtual Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec,
-                                uint64_t indexBase, float* meta, uint8_t* codes) {
-    (void)src, (void)n, (void)spec, (void)indexBase, (void)meta, (void)codes;
-    return unsupported("quantizeMaxMin");
-  }
+                                uint64_t indexBase, float* meta, uint8_t* codes,
+                                float* residual) = 0;
   // dst[i] = decoded (accumulate: dst[i] += decoded, in fp32). RemoteError when
   // meta is not finite with min <= max, or padding bits are set.
   virtual Status dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n,
-                                  const MaxMinSpec& spec, float* dst, bool accumulate) {
-    (void)meta, (void)codes, (void)n, (void)spec, (void)dst, (void)accumulate;
-    return unsupported("dequantizeMaxMin");
-  }
+                                  const MaxMinSpec& spec, float* dst, bool accumulate,
+                                  int source) = 0;
   // RBF words of spec.bits bits: codes gets packedBytes(n, spec.bits) bytes.
-  virtual Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes) {
-    (void)src, (void)n, (void)spec, (void)codes;
-    return unsupported("rbfEncode");
-  }
+  virtual Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes,
+                           float* residual) = 0;
   // dst[i] (+)= decoded; RemoteError on set padding bits.
   virtual Status rbfDecode(const uint8_t* codes, size_t n, const RbfSpec& spec, float* dst,
-                           bool accumulate) {
-    (void)codes, (void)n, (void)spec, (void)dst, (void)accumulate;
-    return unsupported("rbfDecode");
-  }
+                           bool accumulate, int source) = 0;
+  // Segmented RBF (FFT payloads): `segments` runs of values, run s holding
+  // `perSegment` values (the last one `lastSegment`). Each non-empty run is
+  // written as [vmax fp32][packedBytes(len, bits) code bytes], vmax =
+  // fixedVmax when > 0, else the run's largest finite |value|; runs follow
+  // each other (rbfSegmentsBytes). Decoding checks each vmax (finite, >= 0)
+  // and the padding bits.
+  virtual Status rbfEncodeSegments(const float* values, size_t segments, size_t perSegment,
+                                   size_t lastSegment, int bits, int mantissa, double fixedVmax,
+                                   uint8_t* out) = 0;
+  virtual Status rbfDecodeSegments(const uint8_t* in, size_t segments, size_t perSegment,
+                                   size_t lastSegment, int bits, int mantissa, float* values,
+                                   int source) = 0;
   // bits[i] = (src[i] > 0): -0, 0 and NaN vote negative. packedBytes(n, 1) bytes.
-  virtual Status signPack(const float* src, size_t n, uint8_t* bits) {
-    (void)src, (void)n, (void)bits;
-    return unsupported("signPack");
-  }
+  virtual Status signPack(const float* src, size_t n, uint8_t* bits) = 0;
   // countsOut[i] = countsIn[i] + signBits[i] as outBits-wide fields (countsIn
   // nullptr: 0). RemoteError when an input count exceeds maxIn (it covers at
   // most maxIn ranks), or padding bits are set.
   virtual Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn,
-                              const uint8_t* signBits, size_t n, uint8_t* countsOut,
-                              int outBits) {
-    (void)countsIn, (void)inBits, (void)maxIn, (void)signBits, (void)n, (void)countsOut,
-        (void)outBits;
-    return unsupported("signCountAdd");
-  }
+                              const uint8_t* signBits, size_t n, uint8_t* countsOut, int outBits,
+                              int source) = 0;
   // Majority of nranks votes: bit = (2 * count > nranks), ties to 0 (-1).
   // RemoteError when a count exceeds nranks.
   virtual Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
-                              uint8_t* decision) {
-    (void)counts, (void)bits, (void)n, (void)nranks, (void)decision;
-    return unsupported("signMajority");
-  }
+                              uint8_t* decision) = 0;
   // dst[i] = bit ? pos : neg. RemoteError on set padding bits.
-  virtual Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst) {
-    (void)bits, (void)n, (void)pos, (void)neg, (void)dst;
-    return unsupported("signExpand");
-  }
+  virtual Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
+                            int source) = 0;
+  // Per block b of `block` elements (the last one shorter): out[b] =
+  // fp32(D_b / |b|), D_b = sum over the block of x[i] * d[i] in fp64, summed
+  // in this fixed order: lane l in [0, 256) adds i = l, l + 256, l + 512, ...
+  // of the block in turn, then lanes are added pairwise, lane l += lane
+  // l + s for s = 128, 64, ..., 1; the result is lane 0.
+  virtual Status blockDot(const float* x, const float* d, size_t n, size_t block,
+                          float* out) = 0;
+  // v = d[i] > 0 ? scales[b] : -scales[b] for i in block b; dst[i] = v, or
+  // dst[i] - v with subtractFrom (fp32). dst may alias d.
+  virtual Status expandBlocks(const float* d, size_t n, size_t block, const float* scales,
+                              float* dst, bool subtractFrom) = 0;
   // Chunked real-to-complex FFT of src[0..n) into fftBinCount(n, chunk)
   // interleaved complex bins (unnormalized).
-  virtual Status fftForward(const float* src, size_t n, size_t chunk, float* spectrum) {
-    (void)src, (void)n, (void)chunk, (void)spectrum;
-    return unsupported("fftForward");
-  }
+  virtual Status fftForward(const float* src, size_t n, size_t chunk, float* spectrum) = 0;
   // Inverse of fftForward, normalized by each chunk's length. spectrum is read only.
-  virtual Status fftInverse(const float* spectrum, size_t n, size_t chunk, float* dst) {
-    (void)spectrum, (void)n, (void)chunk, (void)dst;
-    return unsupported("fftInverse");
-  }
+  virtual Status fftInverse(const float* spectrum, size_t n, size_t chunk, float* dst) = 0;
   // Per chunk, set in `bitmap` (packedBytes(bins, 1) bytes, bit = bin index in
   // the whole spectrum) the fftKeepCount(bins_c, keep) bins of largest energy
   // w*|X|^2, w = 1 for DC and Nyquist, 2 otherwise (what they carry in the time
   // domain); ties go to the lower bin.
   virtual Status fftSelectBins(const float* spectrum, size_t n, size_t chunk, double keep,
-                               uint8_t* bitmap) {
-    (void)spectrum, (void)n, (void)chunk, (void)keep, (void)bitmap;
-    return unsupported("fftSelectBins");
-  }
+                               uint8_t* bitmap) = 0;
+  // RemoteError unless every chunk of `bitmap` keeps exactly
+  // fftKeepCount(bins_c, keep) bins and the padding bits are zero.
+  virtual Status fftCheckBitmap(const uint8_t* bitmap, size_t n, size_t chunk, double keep,
+                                int source) = 0;
   // packed gets (re, im) of every bin set in bitmap, in bin order.
   virtual Status gatherBins(const float* spectrum, const uint8_t* bitmap, size_t bins,
-                            float* packed) {
-    (void)spectrum, (void)bitmap, (void)bins, (void)packed;
-    return unsupported("gatherBins");
-  }
+                            float* packed) = 0;
   // spectrum[bin] += packed value, for bins set in bitmap, in bin order.
   virtual Status scatterAddBins(const float* packed, const uint8_t* bitmap, size_t bins,
-                                float* spectrum) {
-    (void)packed, (void)bitmap, (void)bins, (void)spectrum;
-    return unsupported("scatterAddBins");
-  }
-
- protected:
-  Status unsupported(const char* primitive) const {
-    return makeStatus(Err::Unsupported, "%s is not implemented by the %s backend", primitive,
-                      name());
-  }
+                                float* spectrum) = 0;
+  // RemoteError unless every x[i] is finite.
+  virtual Status checkFinite(const float* x, size_t n, int source) = 0;
 };
 
-// The process-wide CPU reference backend (stateless, thread-safe).
+// Bytes of rbfEncodeSegments' output.
+inline size_t rbfSegmentsBytes(size_t segments, size_t perSegment, size_t lastSegment, int bits) {
+  if (segments == 0) return 0;
+  auto one = [bits](size_t len) { return len ? sizeof(float) + packedBytes(len, bits) : 0; };
+  return (segments - 1) * one(perSegment) + one(lastSegment);
+}
+
+// The process-wide CPU reference backend (stateless, thread-safe, synchronous,
+// hostAccessible).
 Backend& cpuBackend();
 
 }  // namespace gradcomp::device

@@ -119,7 +119,6 @@ inline size_t fftKeepCount(size_t bins, double keep) {
 // ---- Reductions used to agree on a call's parameters ---------------------
 struct AbsStats {
   double maxAbs = 0;      // over finite values
-  double sumAbs = 0;      // over finite values, summed in index order (fp64)
   uint64_t nonFinite = 0; // NaN and +-Inf count
 };
 

@@ -18,11 +18,13 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/error_feedback.h"
+#include "algorithms/sparse/sparse_common.h"
 #include "transport/local_transport.h"
 
 namespace gradcomp::test::sparse {
 
 using namespace gradcomp::algo;
+namespace sparse_coo = gradcomp::algo::sparse;
 
 using Inputs = std::vector<std::vector<float>>;
 
@@ -104,7 +106,7 @@ struct Group {
 
   std::vector<float> residual(int r, size_t n, uint64_t key = 42) {
     std::vector<float> z(n, 0.0f);
-    REQUIRE(efs[r]->addResidual(key, callSeq, z.data(), n).ok());
+    REQUIRE(efs[r]->readResidual(key, n, z.data()).ok());
     return z;
   }
   uint64_t maxBytesSent() {
@@ -187,5 +189,21 @@ inline double conservationGap(Group& g, const Inputs& in, const Inputs& out,
 }
 
 inline const std::vector<int> kRanks = {1, 2, 3, 4, 5, 8};
+
+// COO lists of the CPU reference backend, built from and read as host vectors.
+inline sparse_coo::Coo cooOf(const std::vector<uint64_t>& idx, const std::vector<float>& val) {
+  sparse_coo::Coo c(device::cpuBackend());
+  REQUIRE(c.idx.assign(idx.data(), idx.size()).ok());
+  REQUIRE(c.val.assign(val.data(), val.size()).ok());
+  return c;
+}
+inline std::vector<uint64_t> idxOf(const sparse_coo::Coo& c) {
+  const uint64_t* p = c.idx.hostView();
+  return p ? std::vector<uint64_t>(p, p + c.size()) : std::vector<uint64_t>();
+}
+inline std::vector<float> valOf(const sparse_coo::Coo& c) {
+  const float* p = c.val.hostView();
+  return p ? std::vector<float>(p, p + c.size()) : std::vector<float>();
+}
 
 }  // namespace gradcomp::test::sparse

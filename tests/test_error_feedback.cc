@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/error_feedback.h"
+#include "device/arrays.h"
 #include "gradcomp/gradcomp.h"
 #include "support/multiproc.h"
 
@@ -24,35 +25,46 @@ std::unique_ptr<ErrorFeedbackStore> makeStore(std::map<std::string, std::string>
   return s;
 }
 
+// One call's use of the store on the CPU reference backend: acc = residual
+// (+)= g, then the caller leaves acc - contribution in it.
+std::vector<float> callWith(ErrorFeedbackStore& ef, uint64_t key, uint64_t seq,
+                            const std::vector<float>& g, const std::vector<float>& contribution) {
+  device::Backend& cpu = device::cpuBackend();
+  device::DeviceArray<float> scratch(cpu);
+  float* acc = nullptr;
+  bool fresh = false;
+  REQUIRE(ef.begin(cpu, key, g.size(), seq, &scratch, &acc, &fresh).ok());
+  device::AccumulateStats st;
+  REQUIRE(cpu.accumulate(acc, g.data(), DataType::Float32, g.size(), !fresh, -1.0f, &st).ok());
+  std::vector<float> seen(acc, acc + g.size());
+  for (size_t i = 0; i < contribution.size(); ++i) acc[i] -= contribution[i];
+  REQUIRE(ef.end(cpu, key, acc).ok());
+  return seen;
+}
+
 }  // namespace
 
 TEST_CASE("residual = acc - contribution is added to the next call", "[ef]") {
   auto ef = makeStore({});
-  std::vector<float> acc = {1, 2, 3};
-  REQUIRE(ef->addResidual(7, 0, acc.data(), 3).ok());  // new key: zero residual
-  CHECK(acc == std::vector<float>({1, 2, 3}));
-  const std::vector<float> contrib = {1, 0, 2.5f};
-  REQUIRE(ef->storeResidual(7, acc.data(), contrib.data(), 3).ok());
+  CHECK(callWith(*ef, 7, 0, {1, 2, 3}, {1, 0, 2.5f}) == std::vector<float>({1, 2, 3}));
   CHECK(ef->residualNorm(7) == Approx(std::sqrt(4.0 + 0.25)));
-  std::vector<float> g = {10, 10, 10};
-  REQUIRE(ef->addResidual(7, 1, g.data(), 3).ok());
-  CHECK(g == std::vector<float>({10, 12, 10.5f}));
+  CHECK(callWith(*ef, 7, 1, {10, 10, 10}, {}) == std::vector<float>({10, 12, 10.5f}));
   CHECK(ef->bytesUsed() == 12);
   CHECK(ef->keyCount() == 1);
-  // store without a matching add in this store is an internal error
-  CHECK(ef->storeResidual(8, g.data(), nullptr, 3).code() == Err::Internal);
+  // end() without a begin() of that key is an internal error
+  float x = 0;
+  CHECK(ef->end(device::cpuBackend(), 8, &x).code() == Err::Internal);
+  // clear() zeroes a residual
+  REQUIRE(ef->clear(device::cpuBackend(), 7).ok());
+  CHECK(ef->residualNorm(7) == 0.0);
 }
 
 TEST_CASE("a key that changes size restarts at zero, and unused keys retire", "[ef]") {
   auto ef = makeStore({{"EF_RETIRE_CALLS", "5"}});
-  std::vector<float> acc(4, 1.0f);
-  REQUIRE(ef->addResidual(1, 0, acc.data(), 4).ok());
-  REQUIRE(ef->storeResidual(1, acc.data(), nullptr, 4).ok());
-  std::vector<float> bigger(6, 0.0f);
-  REQUIRE(ef->addResidual(1, 1, bigger.data(), 6).ok());
-  CHECK(bigger == std::vector<float>(6, 0.0f));
+  callWith(*ef, 1, 0, std::vector<float>(4, 1.0f), {});
+  CHECK(callWith(*ef, 1, 1, std::vector<float>(6, 0.0f), {}) == std::vector<float>(6, 0.0f));
   CHECK(ef->bytesUsed() == 24);
-  REQUIRE(ef->addResidual(2, 3, acc.data(), 4).ok());
+  callWith(*ef, 2, 3, std::vector<float>(4, 1.0f), {});
   ef->retireStale(6);  // key 1 last used at 1: 5 calls ago is not more than 5
   CHECK(ef->keyCount() == 2);
   ef->retireStale(7);
@@ -64,40 +76,32 @@ TEST_CASE("a key that changes size restarts at zero, and unused keys retire", "[
 TEST_CASE("the memory cap retires least-recently-used residuals", "[ef]") {
   auto ef = makeStore({{"EF_MAX_MB", "1"}});
   const size_t quarter = (1u << 20) / 4 / sizeof(float);  // 256 KiB each
-  std::vector<float> acc(quarter, 1.0f);
-  for (uint64_t key = 1; key <= 4; ++key) REQUIRE(ef->addResidual(key, key, acc.data(), quarter).ok());
+  const std::vector<float> ones(quarter, 1.0f);
+  for (uint64_t key = 1; key <= 4; ++key) callWith(*ef, key, key, ones, {});
   CHECK(ef->keyCount() == 4);
-  REQUIRE(ef->addResidual(1, 5, acc.data(), quarter).ok());  // touch key 1
-  REQUIRE(ef->addResidual(5, 6, acc.data(), quarter).ok());  // evicts key 2 (LRU)
+  callWith(*ef, 1, 5, ones, {});  // touch key 1
+  callWith(*ef, 5, 6, ones, {});  // evicts key 2 (LRU)
   CHECK(ef->keyCount() == 4);
   CHECK(ef->bytesUsed() <= (1u << 20));
-  std::vector<float> probe(quarter, 0.0f);
-  REQUIRE(ef->storeResidual(1, acc.data(), nullptr, quarter).ok());  // key 1 survived
-  CHECK(ef->storeResidual(2, acc.data(), nullptr, quarter).code() == Err::Internal);
-  std::vector<float> huge((1u << 20) / sizeof(float) + 1);
-  const Status s = ef->addResidual(9, 7, huge.data(), huge.size());
+  CHECK(ef->residualNorm(1) > 0);   // key 1 survived
+  CHECK(ef->residualNorm(2) == 0);  // key 2 is gone
+  device::DeviceArray<float> scratch(device::cpuBackend());
+  float* acc = nullptr;
+  bool fresh = false;
+  const Status s = ef->begin(device::cpuBackend(), 9, (1u << 20) / sizeof(float) + 1, 7, &scratch,
+                             &acc, &fresh);
   CHECK(s.code() == Err::InvalidConfig);
   CHECK(s.message().find("GRADCOMP_EF_MAX_MB") != std::string::npos);
 }
 
-TEST_CASE("bf16 residuals halve memory and round once, and EF=off does nothing", "[ef]") {
+TEST_CASE("bf16 residuals halve memory and round once; EF=off disables the store", "[ef]") {
   auto ef = makeStore({{"EF_DTYPE", "bfloat16"}});
-  std::vector<float> acc = {1.0f + 1.0f / 1024, -3.0f};
-  REQUIRE(ef->addResidual(3, 0, acc.data(), 2).ok());
-  REQUIRE(ef->storeResidual(3, acc.data(), nullptr, 2).ok());
+  callWith(*ef, 3, 0, {1.0f + 1.0f / 1024, -3.0f}, {});
   CHECK(ef->bytesUsed() == 4);
-  std::vector<float> g = {0, 0};
-  REQUIRE(ef->addResidual(3, 1, g.data(), 2).ok());
-  CHECK(g[0] == 1.0f);  // 1 + 2^-10 rounds to 1 in bf16 (7 mantissa bits)
-  CHECK(g[1] == -3.0f);
-
+  // 1 + 2^-10 was stored rounded to 1 in bf16 (7 mantissa bits)
+  CHECK(callWith(*ef, 3, 1, {0, 0}, {}) == std::vector<float>({1.0f, -3.0f}));
   auto off = makeStore({{"EF", "off"}});
   CHECK_FALSE(off->enabled());
-  std::vector<float> x = {5};
-  REQUIRE(off->addResidual(1, 0, x.data(), 1).ok());
-  REQUIRE(off->storeResidual(1, x.data(), nullptr, 1).ok());
-  CHECK(off->keyCount() == 0);
-  CHECK(x[0] == 5);
 }
 
 TEST_CASE("forCall: the call's EF override wins over the store's creation value", "[ef]") {

@@ -96,8 +96,8 @@ TEST_CASE("cuda kthLargestAbs, countAbove, compactAbove match the cpu", "[gpu]")
       Dev<float> dx(x);
       for (size_t k : {size_t(1), n / 3 + 1, n}) {
         float tg = -1, tc = -2;
-        REQUIRE(f.gpu.kthLargestAbs(dx.ptr, n, k, &tg).ok());
-        REQUIRE(f.cpu.kthLargestAbs(x.data(), n, k, &tc).ok());
+        REQUIRE(f.gpu.kthLargestAbs(dx.ptr, n, k, &tg, nullptr).ok());
+        REQUIRE(f.cpu.kthLargestAbs(x.data(), n, k, &tc, nullptr).ok());
         CHECK(bitsOf(tg) == bitsOf(tc));
         size_t cg = 0, cc = 0;
         REQUIRE(f.gpu.countAbove(dx.ptr, n, tc, &cg).ok());
@@ -109,8 +109,8 @@ TEST_CASE("cuda kthLargestAbs, countAbove, compactAbove match the cpu", "[gpu]")
           size_t countC = 0, countG = 0;
           Dev<uint64_t> ig(n);
           Dev<float> vg(n);
-          const Status sc = f.cpu.compactAbove(x.data(), n, tc, budget, 1000, ic.data(), vc.data(), n, &countC);
-          const Status sg = f.gpu.compactAbove(dx.ptr, n, tc, budget, 1000, ig.ptr, vg.ptr, n, &countG);
+          const Status sc = f.cpu.compactAbove(x.data(), n, tc, budget, 1000, ic.data(), vc.data(), n, &countC, false);
+          const Status sg = f.gpu.compactAbove(dx.ptr, n, tc, budget, 1000, ig.ptr, vg.ptr, n, &countG, false);
           REQUIRE(sc.code() == sg.code());
           CHECK(countG == countC);
           ic.resize(countC);
@@ -126,10 +126,10 @@ TEST_CASE("cuda kthLargestAbs, countAbove, compactAbove match the cpu", "[gpu]")
   Dev<uint64_t> ig(100);
   Dev<float> vg(100);
   size_t c = 0;
-  CHECK(f.gpu.compactAbove(dx.ptr, 100, 0.0f, 0, 0, ig.ptr, vg.ptr, 5, &c).code() == Err::Internal);
-  CHECK(f.gpu.compactAbove(dx.ptr, 100, -1.0f, 0, 0, ig.ptr, vg.ptr, 100, &c).code() ==
+  CHECK(f.gpu.compactAbove(dx.ptr, 100, 0.0f, 0, 0, ig.ptr, vg.ptr, 5, &c, false).code() == Err::Internal);
+  CHECK(f.gpu.compactAbove(dx.ptr, 100, -1.0f, 0, 0, ig.ptr, vg.ptr, 100, &c, false).code() ==
         Err::InvalidArgument);
-  CHECK(f.gpu.kthLargestAbs(dx.ptr, 100, 0, nullptr).code() == Err::InvalidArgument);
+  CHECK(f.gpu.kthLargestAbs(dx.ptr, 100, 0, nullptr, nullptr).code() == Err::InvalidArgument);
 }
 
 TEST_CASE("cuda fused error-feedback primitives", "[gpu]") {
@@ -152,11 +152,11 @@ TEST_CASE("cuda fused error-feedback primitives", "[gpu]") {
   CHECK(f.gpu.accumulateGradient(da.ptr, dh.ptr, DataType::Int32, n).code() == Err::InvalidArgument);
   // compactAboveAndZero == compactAbove + scatterZero.
   float t = 0;
-  REQUIRE(f.cpu.kthLargestAbs(acc.data(), n, 1000, &t).ok());
+  REQUIRE(f.cpu.kthLargestAbs(acc.data(), n, 1000, &t, nullptr).ok());
   std::vector<uint64_t> ic(n);
   std::vector<float> vc(n);
   size_t cc = 0, cg = 0;
-  REQUIRE(f.cpu.compactAbove(acc.data(), n, t, 2, 0, ic.data(), vc.data(), n, &cc).ok());
+  REQUIRE(f.cpu.compactAbove(acc.data(), n, t, 2, 0, ic.data(), vc.data(), n, &cc, false).ok());
   REQUIRE(f.cpu.scatterZero(acc.data(), n, 0, ic.data(), cc).ok());
   Dev<uint64_t> ig(n);
   Dev<float> vg(n);
@@ -277,16 +277,16 @@ TEST_CASE("cuda absStats and max-min quantization match the cpu", "[gpu]") {
           const size_t buckets = maxMinBuckets(n, bucket), bytes = packedBytes(n, bits);
           std::vector<float> mc(2 * buckets);
           std::vector<uint8_t> cc(bytes);
-          REQUIRE(f.cpu.quantizeMaxMin(x.data(), n, spec, 1234, mc.data(), cc.data()).ok());
+          REQUIRE(f.cpu.quantizeMaxMin(x.data(), n, spec, 1234, mc.data(), cc.data(), nullptr).ok());
           Dev<float> mg(2 * buckets);
           Dev<uint8_t> cg(bytes);
-          REQUIRE(f.gpu.quantizeMaxMin(dx.ptr, n, spec, 1234, mg.ptr, cg.ptr).ok());
+          REQUIRE(f.gpu.quantizeMaxMin(dx.ptr, n, spec, 1234, mg.ptr, cg.ptr, nullptr).ok());
           CHECK(sameBits(mg.get(), mc));
           CHECK(cg.get() == cc);
           std::vector<float> oc = makeInput(n, 0, 5);
           Dev<float> og(oc);
-          REQUIRE(f.cpu.dequantizeMaxMin(mc.data(), cc.data(), n, spec, oc.data(), true).ok());
-          REQUIRE(f.gpu.dequantizeMaxMin(mg.ptr, cg.ptr, n, spec, og.ptr, true).ok());
+          REQUIRE(f.cpu.dequantizeMaxMin(mc.data(), cc.data(), n, spec, oc.data(), true, -1).ok());
+          REQUIRE(f.gpu.dequantizeMaxMin(mg.ptr, cg.ptr, n, spec, og.ptr, true, -1).ok());
           CHECK(sameBits(og.get(), oc));
         }
     }
@@ -298,8 +298,8 @@ TEST_CASE("cuda absStats and max-min quantization match the cpu", "[gpu]") {
   std::vector<float> oc(12, 0.0f);
   Dev<float> dm(meta), og(oc);
   Dev<uint8_t> dc(codes);
-  CHECK(f.cpu.dequantizeMaxMin(meta.data(), codes.data(), 12, spec, oc.data(), false).code() == Err::RemoteError);
-  CHECK(f.gpu.dequantizeMaxMin(dm.ptr, dc.ptr, 12, spec, og.ptr, false).code() == Err::RemoteError);
+  CHECK(f.cpu.dequantizeMaxMin(meta.data(), codes.data(), 12, spec, oc.data(), false, -1).code() == Err::RemoteError);
+  CHECK(f.gpu.dequantizeMaxMin(dm.ptr, dc.ptr, 12, spec, og.ptr, false, -1).code() == Err::RemoteError);
   CHECK(sameBits(og.get(), oc));
 }
 
@@ -316,14 +316,14 @@ TEST_CASE("cuda RBF and sign kernels match the cpu", "[gpu]") {
         spec.mantissa = rbfDefaultMantissa(bits);
         spec.eps = rbfEpsForVmax(2.0, bits, spec.mantissa);
         std::vector<uint8_t> cc(packedBytes(n, bits));
-        REQUIRE(f.cpu.rbfEncode(x.data(), n, spec, cc.data()).ok());
+        REQUIRE(f.cpu.rbfEncode(x.data(), n, spec, cc.data(), nullptr).ok());
         Dev<uint8_t> cg(cc.size());
-        REQUIRE(f.gpu.rbfEncode(dx.ptr, n, spec, cg.ptr).ok());
+        REQUIRE(f.gpu.rbfEncode(dx.ptr, n, spec, cg.ptr, nullptr).ok());
         CHECK(cg.get() == cc);
         std::vector<float> oc(n);
         Dev<float> og(n);
-        REQUIRE(f.cpu.rbfDecode(cc.data(), n, spec, oc.data(), false).ok());
-        REQUIRE(f.gpu.rbfDecode(cg.ptr, n, spec, og.ptr, false).ok());
+        REQUIRE(f.cpu.rbfDecode(cc.data(), n, spec, oc.data(), false, -1).ok());
+        REQUIRE(f.gpu.rbfDecode(cg.ptr, n, spec, og.ptr, false, -1).ok());
         CHECK(sameBits(og.get(), oc));
       }
       std::vector<uint8_t> sc(packedBytes(n, 1));
@@ -333,11 +333,11 @@ TEST_CASE("cuda RBF and sign kernels match the cpu", "[gpu]") {
       CHECK(sg.get() == sc);
       // Counts of 3 ranks in 2-bit fields, then majority and expansion.
       std::vector<uint8_t> c1(packedBytes(n, 2)), c2(packedBytes(n, 2));
-      REQUIRE(f.cpu.signCountAdd(nullptr, 0, 0, sc.data(), n, c1.data(), 2).ok());
-      REQUIRE(f.cpu.signCountAdd(c1.data(), 2, 1, sc.data(), n, c2.data(), 2).ok());
+      REQUIRE(f.cpu.signCountAdd(nullptr, 0, 0, sc.data(), n, c1.data(), 2, -1).ok());
+      REQUIRE(f.cpu.signCountAdd(c1.data(), 2, 1, sc.data(), n, c2.data(), 2, -1).ok());
       Dev<uint8_t> g1(c1.size()), g2(c2.size()), dec(sc.size());
-      REQUIRE(f.gpu.signCountAdd(nullptr, 0, 0, sg.ptr, n, g1.ptr, 2).ok());
-      REQUIRE(f.gpu.signCountAdd(g1.ptr, 2, 1, sg.ptr, n, g2.ptr, 2).ok());
+      REQUIRE(f.gpu.signCountAdd(nullptr, 0, 0, sg.ptr, n, g1.ptr, 2, -1).ok());
+      REQUIRE(f.gpu.signCountAdd(g1.ptr, 2, 1, sg.ptr, n, g2.ptr, 2, -1).ok());
       CHECK(g2.get() == c2);
       std::vector<uint8_t> decision(sc.size());
       REQUIRE(f.cpu.signMajority(c2.data(), 2, n, 3, decision.data()).ok());
@@ -345,8 +345,8 @@ TEST_CASE("cuda RBF and sign kernels match the cpu", "[gpu]") {
       CHECK(dec.get() == decision);
       std::vector<float> ec(n);
       Dev<float> eg(n);
-      REQUIRE(f.cpu.signExpand(decision.data(), n, 0.5f, -0.25f, ec.data()).ok());
-      REQUIRE(f.gpu.signExpand(dec.ptr, n, 0.5f, -0.25f, eg.ptr).ok());
+      REQUIRE(f.cpu.signExpand(decision.data(), n, 0.5f, -0.25f, ec.data(), -1).ok());
+      REQUIRE(f.gpu.signExpand(dec.ptr, n, 0.5f, -0.25f, eg.ptr, -1).ok());
       CHECK(sameBits(eg.get(), ec));
       // Counts above the ranks they cover and set padding bits: RemoteError.
       CHECK(f.gpu.signMajority(g2.ptr, 2, n, 1, dec.ptr).code() ==
@@ -355,7 +355,7 @@ TEST_CASE("cuda RBF and sign kernels match the cpu", "[gpu]") {
         std::vector<uint8_t> padded = sc;
         padded.back() |= 0x80;
         Dev<uint8_t> dp(padded);
-        CHECK(f.gpu.signExpand(dp.ptr, n, 1, -1, eg.ptr).code() == Err::RemoteError);
+        CHECK(f.gpu.signExpand(dp.ptr, n, 1, -1, eg.ptr, -1).code() == Err::RemoteError);
       }
     }
 }

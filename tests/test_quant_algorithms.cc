@@ -126,7 +126,7 @@ TEST_CASE("qsgd: wire bytes equal the schedule's formula", "[quant][qsgd]") {
     REQUIRE(run.ok());
     algo::quant::MaxMinCodec codec(4, bucket);
     for (int r = 0; r < P; ++r) {
-      uint64_t want = 24 * uint64_t(P - 1);  // stats exchange
+      uint64_t want = 16 * uint64_t(P - 1);  // stats exchange
       for (int j = 0; j < P; ++j)
         if (j != r) want += codec.encodedBytes(algo::quant::chunkRange(n, P, j, bucket).size);
       want += uint64_t(P - 1) * codec.encodedBytes(algo::quant::chunkRange(n, P, r, bucket).size);
@@ -240,7 +240,7 @@ TEST_CASE("sign: matches its reference with EF; wire bytes per step as the formu
     for (int r = 0; r < P; ++r) {
       auto size = [&](int c) { return algo::quant::chunkRange(n, P, ((c % P) + P) % P, 1).size; };
       // stats, and one fp32 scale share per 1024-element block
-      uint64_t want = (24 + 4 * ((n + 1023) / 1024)) * uint64_t(P - 1);
+      uint64_t want = (16 + 4 * ((n + 1023) / 1024)) * uint64_t(P - 1);
       for (int i = 1; i < P; ++i) {
         const int bits = int(std::ceil(std::log2(double(i + 1))));
         want += (size(r - i) * bits + 7) / 8;

@@ -118,19 +118,19 @@ TEST_CASE("rbf: packed streams round-trip and the decoder rejects set padding bi
   const RbfSpec s = rbfSpec(10, 6, 1.0);
   std::vector<float> x = {0.25f, -0.5f, 1.0f, 0.0f, -0.001f, 0.3f, 0.7f};
   std::vector<uint8_t> codes(packedBytes(x.size(), 10), 0xFF);  // writer must clear it
-  REQUIRE(cpu::rbfEncode(x.data(), x.size(), s, codes.data()).ok());
+  REQUIRE(cpu::rbfEncode(x.data(), x.size(), s, codes.data(), nullptr).ok());
   std::vector<float> y(x.size(), 1.0f);
-  REQUIRE(cpu::rbfDecode(codes.data(), x.size(), s, y.data(), false).ok());
+  REQUIRE(cpu::rbfDecode(codes.data(), x.size(), s, y.data(), false, -1).ok());
   for (size_t i = 0; i < x.size(); ++i)
     REQUIRE(y[i] == cpu::rbfDecodeOne(cpu::rbfEncodeOne(x[i], s), s));
-  REQUIRE(cpu::rbfDecode(codes.data(), x.size(), s, y.data(), true).ok());  // accumulate
+  REQUIRE(cpu::rbfDecode(codes.data(), x.size(), s, y.data(), true, -1).ok());  // accumulate
   REQUIRE(y[1] == 2 * cpu::rbfDecodeOne(cpu::rbfEncodeOne(x[1], s), s));
   codes.back() |= 0x80;  // 70 bits used of 72
-  Status st = cpu::rbfDecode(codes.data(), x.size(), s, y.data(), false);
+  Status st = cpu::rbfDecode(codes.data(), x.size(), s, y.data(), false, -1);
   REQUIRE(st.code() == Err::RemoteError);
   RbfSpec bad = s;
   bad.mantissa = 9;
-  REQUIRE(cpu::rbfEncode(x.data(), x.size(), bad, codes.data()).code() == Err::InvalidArgument);
+  REQUIRE(cpu::rbfEncode(x.data(), x.size(), bad, codes.data(), nullptr).code() == Err::InvalidArgument);
 }
 
 TEST_CASE("bit streams: fields of every width round-trip at every offset", "[quant]") {
@@ -156,11 +156,11 @@ TEST_CASE("maxmin: error < step, exact on constant buckets, reproducible per see
       MaxMinSpec spec{bits, bucket, streamSeed(1, 2, 3, 1)};
       std::vector<float> meta(2 * maxMinBuckets(n, bucket));
       std::vector<uint8_t> codes(packedBytes(n, bits)), codes2(codes.size());
-      REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes.data()).ok());
-      REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes2.data()).ok());
+      REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes.data(), nullptr).ok());
+      REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes2.data(), nullptr).ok());
       REQUIRE(codes == codes2);
       std::vector<float> y(n);
-      REQUIRE(cpu::dequantizeMaxMin(meta.data(), codes.data(), n, spec, y.data(), false).ok());
+      REQUIRE(cpu::dequantizeMaxMin(meta.data(), codes.data(), n, spec, y.data(), false, -1).ok());
       for (size_t i = 0; i < n; ++i) {
         const size_t b = i / bucket;
         const double step = (double(meta[2 * b + 1]) - meta[2 * b]) / ((1 << bits) - 1);
@@ -174,7 +174,7 @@ TEST_CASE("maxmin: error < step, exact on constant buckets, reproducible per see
       if (bits >= 2) {  // another seed rounds some element differently
         MaxMinSpec other = spec;
         other.seed = streamSeed(1, 3, 3, 1);
-        REQUIRE(cpu::quantizeMaxMin(x.data(), n, other, 0, meta.data(), codes2.data()).ok());
+        REQUIRE(cpu::quantizeMaxMin(x.data(), n, other, 0, meta.data(), codes2.data(), nullptr).ok());
         if (bucket > 1) REQUIRE(codes != codes2);
       }
     }
@@ -193,8 +193,8 @@ TEST_CASE("maxmin: stochastic rounding is unbiased on average over seeds", "[qua
       MaxMinSpec spec{bits, n, streamSeed(7, uint64_t(s), 0, 1)};
       std::vector<float> meta(2), y(n);
       std::vector<uint8_t> codes(packedBytes(n, bits));
-      REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes.data()).ok());
-      REQUIRE(cpu::dequantizeMaxMin(meta.data(), codes.data(), n, spec, y.data(), false).ok());
+      REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes.data(), nullptr).ok());
+      REQUIRE(cpu::dequantizeMaxMin(meta.data(), codes.data(), n, spec, y.data(), false, -1).ok());
       step = (double(meta[1]) - meta[0]) / ((1 << bits) - 1);
       for (size_t i = 0; i < n; ++i) mean[i] += y[i] / seeds;
     }
@@ -213,10 +213,10 @@ TEST_CASE("maxmin: edge values and malformed payloads", "[quant]") {
   MaxMinSpec spec{8, n, 3};
   std::vector<float> meta(2), y(n);
   std::vector<uint8_t> codes(packedBytes(n, 8));
-  REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes.data()).ok());
+  REQUIRE(cpu::quantizeMaxMin(x.data(), n, spec, 0, meta.data(), codes.data(), nullptr).ok());
   REQUIRE(meta[0] == -FLT_MAX);  // min/max over finite values only
   REQUIRE(meta[1] == FLT_MAX);
-  REQUIRE(cpu::dequantizeMaxMin(meta.data(), codes.data(), n, spec, y.data(), false).ok());
+  REQUIRE(cpu::dequantizeMaxMin(meta.data(), codes.data(), n, spec, y.data(), false, -1).ok());
   for (float v : y) REQUIRE(std::isfinite(v));  // a range of 2*FLT_MAX does not overflow
   REQUIRE(y[4] == FLT_MAX);
   REQUIRE(y[5] == -FLT_MAX);
@@ -227,24 +227,24 @@ TEST_CASE("maxmin: edge values and malformed payloads", "[quant]") {
   std::vector<float> t = {0.0f, -0.0f, denorm, -denorm};
   std::vector<float> tm(2), ty(4);
   MaxMinSpec ts{2, 4, 9};
-  REQUIRE(cpu::quantizeMaxMin(t.data(), 4, ts, 0, tm.data(), codes.data()).ok());
-  REQUIRE(cpu::dequantizeMaxMin(tm.data(), codes.data(), 4, ts, ty.data(), false).ok());
+  REQUIRE(cpu::quantizeMaxMin(t.data(), 4, ts, 0, tm.data(), codes.data(), nullptr).ok());
+  REQUIRE(cpu::dequantizeMaxMin(tm.data(), codes.data(), 4, ts, ty.data(), false, -1).ok());
   for (size_t i = 0; i < 4; ++i) REQUIRE(std::fabs(ty[i] - t[i]) <= 2 * denorm);
 
   std::vector<float> bad = meta;
   bad[0] = std::nanf("");
-  REQUIRE(cpu::dequantizeMaxMin(bad.data(), codes.data(), n, spec, y.data(), false).code() ==
+  REQUIRE(cpu::dequantizeMaxMin(bad.data(), codes.data(), n, spec, y.data(), false, -1).code() ==
           Err::RemoteError);
   bad = {2.0f, 1.0f};  // min > max
-  REQUIRE(cpu::dequantizeMaxMin(bad.data(), codes.data(), n, spec, y.data(), false).code() ==
+  REQUIRE(cpu::dequantizeMaxMin(bad.data(), codes.data(), n, spec, y.data(), false, -1).code() ==
           Err::RemoteError);
   MaxMinSpec four{4, n, 3};
   std::vector<uint8_t> c4(packedBytes(3, 4), 0);
   c4.back() = 0xF0;  // 3 codes of 4 bits use 12 of 16 bits
-  REQUIRE(cpu::dequantizeMaxMin(meta.data(), c4.data(), 3, four, y.data(), false).code() ==
+  REQUIRE(cpu::dequantizeMaxMin(meta.data(), c4.data(), 3, four, y.data(), false, -1).code() ==
           Err::RemoteError);
   MaxMinSpec three{3, n, 3};
-  REQUIRE(cpu::quantizeMaxMin(x.data(), n, three, 0, meta.data(), codes.data()).code() ==
+  REQUIRE(cpu::quantizeMaxMin(x.data(), n, three, 0, meta.data(), codes.data(), nullptr).code() ==
           Err::InvalidArgument);
 }
 
@@ -261,11 +261,11 @@ TEST_CASE("sign: votes, counts and majority with ties to -1", "[quant]") {
   const uint32_t c[] = {0, 1, 2, 3};
   for (size_t i = 0; i < n; ++i) cpu::putBits(in.data(), i, 2, c[i]);
   v[0] = 0b1010;
-  REQUIRE(cpu::signCountAdd(in.data(), 2, 3, v.data(), n, out.data(), 3).ok());
+  REQUIRE(cpu::signCountAdd(in.data(), 2, 3, v.data(), n, out.data(), 3, -1).ok());
   const uint32_t sum[] = {0, 2, 2, 4};
   for (size_t i = 0; i < n; ++i) REQUIRE(cpu::getBits(out.data(), i, 3) == sum[i]);
   // A count above the ranks it covers is a malformed payload.
-  REQUIRE(cpu::signCountAdd(in.data(), 2, 2, v.data(), n, out.data(), 3).code() == Err::RemoteError);
+  REQUIRE(cpu::signCountAdd(in.data(), 2, 2, v.data(), n, out.data(), 3, -1).code() == Err::RemoteError);
 
   // Majority of 4: counts 0 1 2 3 4 -> 2 is a tie and goes to -1.
   std::vector<uint8_t> counts(packedBytes(5, 3), 0), dec(1);
@@ -275,8 +275,8 @@ TEST_CASE("sign: votes, counts and majority with ties to -1", "[quant]") {
   std::vector<uint8_t> scratch(1);
   REQUIRE(cpu::signMajority(counts.data(), 3, 5, 3, scratch.data()).code() == Err::RemoteError);
   std::vector<float> y(5);
-  REQUIRE(cpu::signExpand(dec.data(), 5, 0.5f, -0.5f, y.data()).ok());
+  REQUIRE(cpu::signExpand(dec.data(), 5, 0.5f, -0.5f, y.data(), -1).ok());
   REQUIRE(y == std::vector<float>{-0.5f, -0.5f, -0.5f, 0.5f, 0.5f});
   dec[0] |= 0x80;
-  REQUIRE(cpu::signExpand(dec.data(), 5, 0.5f, -0.5f, y.data()).code() == Err::RemoteError);
+  REQUIRE(cpu::signExpand(dec.data(), 5, 0.5f, -0.5f, y.data(), -1).code() == Err::RemoteError);
 }

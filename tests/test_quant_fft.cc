@@ -162,7 +162,7 @@ TEST_CASE("fft: theta 0 without a quantizer is the dense sum; matches its refere
     for (int c = 0; c < 3; ++c)
       for (int r = 0; r < P; ++r) {
         for (size_t i = 0; i < n; ++i) REQUIRE(test::sameBits(run.out[c][r][i], float(expected[c][i])));
-        REQUIRE(run.sent[c][r] == uint64_t(P - 1) * (24 + algo::quant::fftPayloadBytes(l)));
+        REQUIRE(run.sent[c][r] == uint64_t(P - 1) * (16 + algo::quant::fftPayloadBytes(l)));
       }
   }
 }

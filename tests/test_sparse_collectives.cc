@@ -63,10 +63,15 @@ TEST_CASE("oktopk boundaries from summed proposals equal combineBoundaries", "[s
     const size_t n = 1000;
     std::vector<uint64_t> all, sums(P > 1 ? P - 1 : 0, 0);
     for (int r = 0; r < P; ++r) {
-      algo::sparse::Coo sel;
-      for (size_t i = size_t(r); i < n; i += size_t(3 + r)) sel.idx.push_back(i);
-      sel.val.assign(sel.idx.size(), 1.0f);
-      const auto b = algo::sparse::oktopk::proposeBoundaries(sel, n, P);
+      device::Backend& cpu = device::cpuBackend();
+      std::vector<uint64_t> idx;
+      for (size_t i = size_t(r); i < n; i += size_t(3 + r)) idx.push_back(i);
+      const std::vector<float> ones(idx.size(), 1.0f);
+      algo::sparse::Coo sel(cpu);
+      REQUIRE(sel.idx.assign(idx.data(), idx.size()).ok());
+      REQUIRE(sel.val.assign(ones.data(), ones.size()).ok());
+      std::vector<uint64_t> b;
+      REQUIRE(algo::sparse::oktopk::proposeBoundaries(cpu, sel, n, P, &b).ok());
       all.insert(all.end(), b.begin(), b.end());
       for (size_t j = 0; j < b.size(); ++j) sums[j] += b[j];
     }

@@ -25,9 +25,10 @@ std::vector<float> shifted(size_t n, float shift) {  // |x| = i + 1 + shift, dis
 }
 
 Coo ramp(size_t K) {  // K candidates with values K..1 at indexes 0..K-1
-  Coo c;
-  for (size_t i = 0; i < K; ++i) c.idx.push_back(i), c.val.push_back(float(K - i));
-  return c;
+  std::vector<uint64_t> idx;
+  std::vector<float> val;
+  for (size_t i = 0; i < K; ++i) idx.push_back(i), val.push_back(float(K - i));
+  return cooOf(idx, val);
 }
 
 size_t nonZeros(const std::vector<float>& x) {
@@ -44,28 +45,28 @@ TEST_CASE("oktopk local threshold: nudge above k/2, exact re-selection below", "
   ok::Threshold st;
   Coo sel;
   std::vector<float> x = shifted(n, 0);
-  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, true, &st, &sel).ok());
+  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, true, ok::kNotCounted, &st, &sel).ok());
   CHECK(sel.size() == k);
   CHECK(st.th == 901.0f);  // the k-th largest of 1..1000
 
   // Reused threshold 901 admits 59 of x - 40 (902..960): in [k/2, 3k/4), kept
   // and nudged down by 1.012 for the next call.
   x = shifted(n, -40);
-  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, &st, &sel).ok());
+  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, ok::kNotCounted, &st, &sel).ok());
   CHECK(sel.size() == 59);
   CHECK(st.th == 901.0f / 1.012f);
 
   // 890.3 admits 30 of x - 80 (891..920), under k/2: exact top-k this call.
   x = shifted(n, -80);
-  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, &st, &sel).ok());
+  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, ok::kNotCounted, &st, &sel).ok());
   REQUIRE(sel.size() == k);
-  CHECK(sel.idx.front() == n - k);
-  CHECK(sel.idx.back() == n - 1);
+  CHECK(idxOf(sel).front() == n - k);
+  CHECK(idxOf(sel).back() == n - 1);
   CHECK(st.th == 821.0f);  // the k-th largest of -79..920
 
   // More than k admitted: exact as well (the 6k volume bound).
   x = shifted(n, 200);
-  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, &st, &sel).ok());
+  REQUIRE(ok::selectLocal(cpu, x.data(), n, k, false, ok::kNotCounted, &st, &sel).ok());
   CHECK(sel.size() == k);
   CHECK(st.th == 1101.0f);
 }
@@ -89,12 +90,12 @@ TEST_CASE("oktopk local threshold: over k, the selection equals an exact top-k o
   REQUIRE(device::cpuBackend().countAbove(acc.data(), n, stale.th, &above).ok());
   REQUIRE(above > k);
   Coo got;
-  REQUIRE(ok::selectLocal(device::cpuBackend(), acc.data(), n, k, false, &stale, &got).ok());
+  REQUIRE(ok::selectLocal(device::cpuBackend(), acc.data(), n, k, false, ok::kNotCounted, &stale, &got).ok());
   CHECK(stale.valid);
   CHECK(stale.th == thExact);
   REQUIRE(got.size() == exact.size());
-  CHECK(std::equal(got.idx.begin(), got.idx.end(), exact.idx.begin()));
-  CHECK(std::equal(got.val.begin(), got.val.end(), exact.val.begin()));
+  CHECK(idxOf(got) == idxOf(exact));
+  CHECK(valOf(got) == valOf(exact));
 }
 
 TEST_CASE("oktopk global threshold: K < k/2 forces the next evaluation", "[sparse]") {

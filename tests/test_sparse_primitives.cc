@@ -26,17 +26,31 @@ uint32_t bits(float v) {
   return b;
 }
 
-// Dense vector -> COO of its non-zeros (bit pattern != +0.0).
+// Dense vector -> COO of its non-zeros (bit pattern != +0.0), on the CPU
+// reference backend (whose device memory the host may read).
 Coo cooOf(const std::vector<float>& x, uint64_t base = 0) {
-  Coo c;
+  std::vector<uint64_t> idx;
+  std::vector<float> val;
   for (size_t i = 0; i < x.size(); ++i)
-    if (bits(x[i]) != 0) c.idx.push_back(base + i), c.val.push_back(x[i]);
+    if (bits(x[i]) != 0) idx.push_back(base + i), val.push_back(x[i]);
+  Coo c(cpu());
+  REQUIRE(c.idx.assign(idx.data(), idx.size()).ok());
+  REQUIRE(c.val.assign(val.data(), val.size()).ok());
   return c;
+}
+
+std::vector<uint64_t> idxOf(const Coo& c) {
+  return std::vector<uint64_t>(c.idx.hostView(), c.idx.hostView() + c.size());
+}
+std::vector<float> valOf(const Coo& c) {
+  return std::vector<float>(c.val.hostView(), c.val.hostView() + c.size());
 }
 
 std::vector<float> denseOf(const Coo& c, size_t n, uint64_t base = 0) {
   std::vector<float> x(n, 0.0f);
-  for (size_t i = 0; i < c.size(); ++i) x[c.idx[i] - base] = c.val[i];
+  const auto idx = idxOf(c);
+  const auto val = valOf(c);
+  for (size_t i = 0; i < c.size(); ++i) x[idx[i] - base] = val[i];
   return x;
 }
 
@@ -70,23 +84,22 @@ TEST_CASE("kthLargestAbs equals the k-th of a full sort, NaN never wins", "[spar
     std::sort(mags.rbegin(), mags.rend());
     for (size_t k : {size_t(1), n / 2 + 1, n}) {
       float th = -5;
-      REQUIRE(cpu().kthLargestAbs(x.data(), n, k, &th).ok());
+      REQUIRE(cpu().kthLargestAbs(x.data(), n, k, &th, nullptr).ok());
       CHECK(th == std::max(mags[k - 1], 0.0f));
     }
   }
   float th;
-  CHECK(cpu().kthLargestAbs(nullptr, 0, 1, &th).code() == Err::InvalidArgument);
+  CHECK(cpu().kthLargestAbs(nullptr, 0, 1, &th, nullptr).code() == Err::InvalidArgument);
 }
 
 TEST_CASE("exact top-k: exactly k, ties admitted in index order, zeros never", "[sparse]") {
-  const std::vector<float> x = {1, -3, 2, 3, -2, 2, 0, 3, -0.0f, 2};
+  std::vector<float> x = {1, -3, 2, 3, -2, 2, 0, 3, -0.0f, 2};
   Coo sel;
   float th = 0;
   REQUIRE(selectTopk(cpu(), x.data(), x.size(), 5, 100, &sel, &th).ok());
   CHECK(th == 2.0f);
-  CHECK(std::vector<uint64_t>(sel.idx.begin(), sel.idx.end()) ==
-        std::vector<uint64_t>({101, 102, 103, 104, 107}));
-  CHECK(std::vector<float>(sel.val.begin(), sel.val.end()) == std::vector<float>({-3, 2, 3, -2, 3}));
+  CHECK(idxOf(sel) == std::vector<uint64_t>({101, 102, 103, 104, 107}));
+  CHECK(valOf(sel) == std::vector<float>({-3, 2, 3, -2, 3}));
   // k above the non-zero count: every non-zero, no zero, no -0.0.
   REQUIRE(selectTopk(cpu(), x.data(), x.size(), 10, 0, &sel, &th).ok());
   CHECK(th == 0.0f);
@@ -97,7 +110,7 @@ TEST_CASE("exact top-k: exactly k, ties admitted in index order, zeros never", "
   CHECK(cnt == 3);
   std::vector<uint64_t> idx(2);
   std::vector<float> val(2);
-  CHECK(cpu().compactAbove(x.data(), x.size(), 2.0f, 0, 0, idx.data(), val.data(), 2, &cnt).code() ==
+  CHECK(cpu().compactAbove(x.data(), x.size(), 2.0f, 0, 0, idx.data(), val.data(), 2, &cnt, false).code() ==
         Err::Internal);
 }
 
@@ -159,28 +172,29 @@ void denseStreamRoundTrip(const std::vector<float>& x, int ib = 4, uint64_t base
   const Coo c = cooOf(x, base);
   size_t bytes = 0, blocks = 0;
   REQUIRE(cpu().denseStreamSize(c.idx.data(), c.size(), ib, &bytes, &blocks).ok());
-  std::vector<uint8_t> body(bytes + 1);
-  size_t written = 0;
+  std::vector<uint8_t> body(bytes);
   REQUIRE(cpu().denseStreamEncode(c.idx.data(), c.val.data(), c.size(), base, ib, body.data(),
-                                  body.size(), &written).ok());
-  REQUIRE(written == bytes);
-  body.resize(bytes);
+                                  bytes).ok());
+  // The size must be exact.
+  CHECK(cpu().denseStreamEncode(c.idx.data(), c.val.data(), c.size(), base, ib, body.data(),
+                                bytes + 1).code() == Err::Internal);
   CHECK(bitEqual(checkStructure(body, blocks, x.size(), ib), x));
   // Size is between one block and all-isolated entries.
   if (c.size()) {
     CHECK(bytes >= 2 * size_t(ib) + 4 * c.size());
     CHECK(bytes <= (2 * size_t(ib) + 4) * c.size());
   }
-  Coo back;
-  back.idx.resize(c.size() + 1);
-  back.val.resize(c.size() + 1);
-  size_t got = 0;
-  REQUIRE(cpu().denseStreamDecode(body.data(), body.size(), blocks, x.size(), base, ib,
-                                  back.idx.data(), back.val.data(), back.idx.size(), &got).ok());
-  back.idx.resize(got);
-  back.val.resize(got);
-  CHECK(back.idx == c.idx);
+  Coo back(cpu());
+  back.resize(c.size());
+  REQUIRE(cpu().denseStreamDecode(body.data(), body.size(), blocks, x.size(), base, ib, c.size(),
+                                  back.idx.data(), back.val.data(), -1).ok());
+  CHECK(idxOf(back) == idxOf(c));
   CHECK(bitEqual(denseOf(back, x.size(), base), x));
+  // A body holding another number of entries than announced is refused.
+  if (c.size())
+    CHECK(cpu().denseStreamDecode(body.data(), body.size(), blocks, x.size(), base, ib,
+                                  c.size() - 1, back.idx.data(), back.val.data(), 2)
+              .code() == Err::RemoteError);
 }
 
 }  // namespace
@@ -208,8 +222,8 @@ TEST_CASE("DenseStream round trips bit-exactly and keeps its structure", "[spars
   // +0.0 in a COO input is refused (COO carries non-zeros only).
   const float zero = 0.0f;
   std::vector<uint8_t> out(64);
-  CHECK(cpu().denseStreamEncode(idx.data(), &zero, 1, 0, 4, out.data(), out.size(), &bytes).code() ==
-        Err::InvalidArgument);
+  CHECK(cpu().denseStreamEncode(idx.data(), &zero, 1, 0, 4, out.data(), 12).code() ==
+        Err::Internal);
 }
 
 TEST_CASE("wire format picks the smallest body by exact size and round trips", "[sparse]") {
@@ -226,23 +240,21 @@ TEST_CASE("wire format picks the smallest body by exact size and round trips", "
                                    {std::vector<float>(10, 0.0f), WireFormat::Coo}};
   for (const Case& c : cases) {
     const Coo coo = cooOf(c.x, 7);
-    device::Buffer<uint8_t> msg = {0xAA};  // encode appends
+    Bytes msg(cpu());
+    msg.push_back(0xAA);  // encode appends
     WireFormat f;
-    REQUIRE(encodeSparse(cpu(), coo.idx.data(), coo.val.data(), coo.size(), 7, c.x.size(), &msg,
-                         &f).ok());
+    REQUIRE(encodeSparse(cpu(), SparsePiece{&coo, 0, coo.size(), 7, c.x.size()}, &msg, &f).ok());
     CHECK(f == c.expect);
     const size_t coo_ = kWireHeaderBytes + 8 * coo.size(), dense = kWireHeaderBytes + 4 * c.x.size();
     CHECK(msg.size() - 1 <= std::min(coo_, dense));
     CHECK(msg.size() - 1 <= wireBound(c.x.size(), coo.size()));
-    Coo back;
-    back.idx.resize(c.x.size() + 1);
-    back.val.resize(c.x.size() + 1);
+    Coo back(cpu());
+    back.resize(c.x.size() + 1);
     size_t nnz = 0, used = 0;
     REQUIRE(decodeSparse(cpu(), msg.data() + 1, msg.size() - 1, 7, c.x.size(), back.idx.data(),
-                         back.val.data(), c.x.size(), &nnz, &used).ok());
+                         back.val.data(), c.x.size(), -1, &nnz, &used).ok());
     CHECK(used == msg.size() - 1);
-    back.idx.resize(nnz);
-    back.val.resize(nnz);
+    back.resize(nnz);
     CHECK(bitEqual(denseOf(back, c.x.size(), 7), c.x));
   }
 }
@@ -256,7 +268,8 @@ Status decodeChecked(const std::vector<uint8_t>& msg, size_t n, size_t capacity)
   std::vector<float> val(capacity + 1);
   size_t nnz = 0, used = 0;
   const Status s =
-      decodeSparse(cpu(), msg.data(), msg.size(), 0, n, idx.data(), val.data(), capacity, &nnz, &used);
+      decodeSparse(cpu(), msg.data(), msg.size(), 0, n, idx.data(), val.data(), capacity, 3, &nnz,
+                   &used);
   if (s.ok()) {
     REQUIRE(nnz <= capacity);
     REQUIRE(used <= msg.size());
@@ -272,8 +285,8 @@ Status decodeChecked(const std::vector<uint8_t>& msg, size_t n, size_t capacity)
 
 std::vector<uint8_t> encoded(const std::vector<float>& x) {
   const Coo c = cooOf(x);
-  device::Buffer<uint8_t> msg;
-  REQUIRE(encodeSparse(cpu(), c.idx.data(), c.val.data(), c.size(), 0, x.size(), &msg).ok());
+  Bytes msg(cpu());
+  REQUIRE(encodeSparse(cpu(), SparsePiece{&c, 0, c.size(), 0, x.size()}, &msg).ok());
   return std::vector<uint8_t>(msg.begin(), msg.end());
 }
 

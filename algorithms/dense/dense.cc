@@ -36,20 +36,22 @@ class DenseAllreduce final : public Algorithm {
     const size_t bytes = a.count * dtypeSize(a.dtype);
     if (a.sendBuf != a.recvBuf) GC_CHECK(ctx.dev.copy(a.recvBuf, a.sendBuf, bytes));
     const int P = ctx.net.size();
-    if (P == 1) return Status::Ok();  // x / 1 == x: avg needs no divide either
+    if (P == 1) return ctx.dev.sync();  // x / 1 == x: avg needs no divide either
 
     int64_t rdMax = 0;
     GC_CHECK(ctx.config.getInt(param::Id::DENSE_RD_MAX_BYTES, &rdMax));
     if (bytes <= uint64_t(rdMax))
-      GC_CHECK(dense::recursiveDoublingAllreduce(ctx, a.recvBuf, a.count, a.dtype, &scratch_));
+      GC_CHECK(dense::recursiveDoublingAllreduce(ctx, a.recvBuf, a.count, a.dtype, &stage_));
     else
-      GC_CHECK(dense::ringAllreduce(ctx, a.recvBuf, a.count, a.dtype, &scratch_));
+      GC_CHECK(dense::ringAllreduce(ctx, a.recvBuf, a.count, a.dtype, &stage_));
     if (a.op == RedOp::Avg) GC_CHECK(ctx.dev.divide(a.recvBuf, a.count, a.dtype, P));
-    return Status::Ok();
+    // Complete before returning: the staging buffers are reused by the next
+    // call, and an error a primitive found belongs to this call.
+    return ctx.dev.sync();
   }
 
  private:
-  device::Buffer<char> scratch_;  // receive staging, kept across calls (grown, never shrunk)
+  dense::Staging stage_;  // host staging, kept across calls (grown, never shrunk)
 };
 
 // Unit roundoff u and half the smallest subnormal (the absolute rounding error

@@ -1,7 +1,13 @@
 // Dense (uncompressed) allreduce schedules, shared by dense.cc. Both work in
-// place on `buf` (count elements of dtype t, in the backend's memory) and leave
-// the identical sum on every rank; the caller copies send -> recv before and
-// divides for ncclAvg after.
+// place on `buf` (count elements of dtype t, in the backend's device memory)
+// and leave the identical sum on every rank; the caller copies send -> recv
+// before and divides for ncclAvg after.
+//
+// Data path (device/backend.h): what a rank sends is copied device -> host
+// into a staging buffer (host memory the transport sends from), what it
+// receives lands in host memory and is added into buf by a primitive that
+// reads it there (host -> device). The host touches only staging buffers and
+// syncs once per step, before it sends what the step's primitives produced.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +15,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "device/buffer.h"
+#include "device/arrays.h"
 
 namespace gradcomp::algo::dense {
 
@@ -17,17 +23,23 @@ namespace gradcomp::algo::dense {
 // about count/P elements per rank (uneven chunks when P does not divide count;
 // empty chunks send nothing). Each chunk transfer is split into a few segments
 // so the add of one segment overlaps the arrival of the next.
-// scratch: grown to one chunk.
-Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t,
-                     device::Buffer<char>* scratch);
+// Staging buffers an algorithm object keeps across calls (grown, never shrunk).
+struct Staging {
+  device::HostArray<char> send, recv;
+  void bind(device::Backend& dev) { send.bind(dev), recv.bind(dev); }
+};
+
+// stage: recv grown to two chunks (double-buffered reduce-scatter), send to
+// the whole buffer (the allgather forwards from host memory).
+Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, Staging* stage);
 
 // Recursive doubling over the largest power of two P2 <= P: the first
 // 2(P - P2) ranks fold pairwise first (even rank hands its data to the odd
 // one and gets the result back at the end), so any P works. log2(P2) full-
 // buffer exchanges: for small buffers, where latency dominates.
-// scratch: grown to the whole buffer.
+// stage: both grown to the whole buffer.
 Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataType t,
-                                  device::Buffer<char>* scratch);
+                                  Staging* stage);
 
 // Element range [begin, begin + size) of chunk c when count elements are split
 // over P chunks: the first count % P chunks get one extra element.

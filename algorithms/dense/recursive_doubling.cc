@@ -7,14 +7,20 @@
 // each time. Finally every odd rank of a pair sends the result to its even
 // partner. Pairs add x + y on one side and y + x on the other; IEEE addition
 // is commutative, so all ranks end bit-identical.
+//
+// Staging: each exchange copies buf to host memory (after the adds of the
+// round before: one sync per round) and adds the partner's buffer from host
+// memory; the next round's sync completes that add before the receive buffer
+// is reused.
 #include "algorithms/dense/dense.h"
 #include "common/log.h"
 
 namespace gradcomp::algo::dense {
 
 Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataType t,
-                                  device::Buffer<char>* scratch) {
+                                  Staging* stage) {
   transport::Transport& net = ctx.net;
+  device::Backend& dev = ctx.dev;
   const int P = net.size(), r = net.rank();
   const size_t bytes = count * dtypeSize(t);
   int p2 = 1;
@@ -22,25 +28,33 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
   const int extra = P - p2;
   // Tag steps: 0 fold-in, 1..log2(P2) exchanges, 63 fold-out.
   const uint64_t kFoldIn = 0, kFoldOut = 63;
+  stage->bind(dev);
+  if (stage->send.size() < bytes) stage->send.resize(bytes);
+  if (stage->recv.size() < bytes) stage->recv.resize(bytes);
+  char* out = stage->send.data();
+  char* in = stage->recv.data();
+  // buf as the primitives so far leave it, in `out`.
+  auto stageOut = [&]() -> Status {
+    GC_CHECK(dev.copy(out, buf, bytes));
+    return dev.sync();
+  };
 
   if (r < 2 * extra && r % 2 == 0) {  // sits out: hand over, get the result back
+    GC_CHECK(stageOut());
     Requests req(net);
-    GC_CHECK(req.irecv(r + 1, transport::makeTag(ctx.callSeq, kFoldOut), buf, bytes));
-    GC_CHECK(req.isend(r + 1, transport::makeTag(ctx.callSeq, kFoldIn), buf, bytes));
-    // The receive cannot complete before the partner has our data, and our
-    // send buffer is only overwritten by that receive.
-    return req.waitAll();
+    GC_CHECK(req.irecv(r + 1, transport::makeTag(ctx.callSeq, kFoldOut), in, bytes));
+    GC_CHECK(req.isend(r + 1, transport::makeTag(ctx.callSeq, kFoldIn), out, bytes));
+    GC_CHECK(req.waitAll());
+    GC_CHECK(dev.copy(buf, in, bytes));
+    return dev.sync();
   }
 
-  device::bound(*scratch, ctx.dev);
-  if (scratch->size() < bytes) scratch->resize(bytes);
-  char* tmp = scratch->data();
   if (r < 2 * extra) {  // odd rank of a pair: absorb the partner's data
     Requests req(net);
     size_t slot = 0;
-    GC_CHECK(req.irecv(r - 1, transport::makeTag(ctx.callSeq, kFoldIn), tmp, bytes, &slot));
+    GC_CHECK(req.irecv(r - 1, transport::makeTag(ctx.callSeq, kFoldIn), in, bytes, &slot));
     GC_CHECK(req.wait(slot));
-    GC_CHECK(ctx.dev.add(buf, buf, tmp, count, t));
+    GC_CHECK(dev.add(buf, buf, in, count, t));
   }
 
   const int self = r < 2 * extra ? r / 2 : r - extra;
@@ -48,23 +62,25 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
   uint64_t step = 1;
   for (int mask = 1; mask < p2; mask <<= 1, ++step) {
     const int peer = realRank(self ^ mask);
+    GC_CHECK(stageOut());  // also completes the add that read `in`
     Requests req(net);
     size_t slot = 0;
-    GC_CHECK(req.irecv(peer, transport::makeTag(ctx.callSeq, step), tmp, bytes, &slot));
-    GC_CHECK(req.isend(peer, transport::makeTag(ctx.callSeq, step), buf, bytes));
+    GC_CHECK(req.irecv(peer, transport::makeTag(ctx.callSeq, step), in, bytes, &slot));
+    GC_CHECK(req.isend(peer, transport::makeTag(ctx.callSeq, step), out, bytes));
     GC_CHECK(req.wait(slot));
-    GC_CHECK(req.waitAll());  // our send must finish before buf changes
-    GC_CHECK(ctx.dev.add(buf, buf, tmp, count, t));
+    GC_CHECK(req.waitAll());
+    GC_CHECK(dev.add(buf, buf, in, count, t));
   }
 
   if (r < 2 * extra) {
+    GC_CHECK(stageOut());
     Requests req(net);
-    GC_CHECK(req.isend(r - 1, transport::makeTag(ctx.callSeq, kFoldOut), buf, bytes));
+    GC_CHECK(req.isend(r - 1, transport::makeTag(ctx.callSeq, kFoldOut), out, bytes));
     GC_CHECK(req.waitAll());
   }
   GC_TRACE(ALGO, "dense recursive doubling: %zu x %s over %d ranks (%d folded)", count,
            dtypeName(t), P, extra);
-  return Status::Ok();
+  return dev.sync();
 }
 
 }  // namespace gradcomp::algo::dense

@@ -5,6 +5,7 @@
 // RbfCodec payload: vmax as fp32, then the packed N-bit RBF words;
 //   encodedBytes = 4 + ceil(count * N / 8). eps = vmax / rbfUnitMax(N, m) is
 //   derived from the transmitted vmax on both sides, so they agree exactly.
+//   A vmax taken from the data (vmax 0) is a control word: one sync.
 #pragma once
 
 #include "algorithms/quant/code_exchange.h"
@@ -17,7 +18,7 @@ class MaxMinCodec final : public ChunkCodec {
   size_t align() const override { return bucket_; }
   size_t encodedBytes(size_t count) const override;
   Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
-                uint64_t stream, uint8_t* out) const override;
+                uint64_t stream, uint8_t* out, float* residual) const override;
   Status decode(device::Backend& dev, const uint8_t* in, size_t count, int peer, float* dst,
                 bool accumulate) const override;
 
@@ -33,7 +34,7 @@ class RbfCodec final : public ChunkCodec {
   RbfCodec(int bits, int mantissa, double vmax) : bits_(bits), mantissa_(mantissa), vmax_(vmax) {}
   size_t encodedBytes(size_t count) const override;
   Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
-                uint64_t stream, uint8_t* out) const override;
+                uint64_t stream, uint8_t* out, float* residual) const override;
   Status decode(device::Backend& dev, const uint8_t* in, size_t count, int peer, float* dst,
                 bool accumulate) const override;
 

@@ -6,9 +6,10 @@
 namespace gradcomp::algo::quant {
 
 Status RawCodec::encode(device::Backend& dev, const float* src, size_t count, size_t offset,
-                        uint64_t stream, uint8_t* out) const {
+                        uint64_t stream, uint8_t* out, float* residual) const {
   (void)offset, (void)stream;
-  return dev.copy(out, src, count * sizeof(float));
+  GC_CHECK(dev.copy(out, src, count * sizeof(float)));
+  return residual ? dev.zero(residual, count * sizeof(float)) : Status::Ok();  // exact
 }
 
 Status RawCodec::decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
@@ -64,14 +65,14 @@ Status exchangeAll(transport::Transport& net, uint64_t tag, const std::vector<Tr
 }
 
 void Workspace::bind(device::Backend& dev) {
-  for (auto* b : {&out, &contribution, &sum, &spectrum, &own, &packed}) device::bound(*b, dev);
-  device::bound(bytes, dev);
+  for (auto* b : {&out, &sum, &scratch, &spectrum, &own, &packed}) b->bind(dev);
+  bytes.bind(dev);
 }
 
 void Workspace::bindPeers(device::Backend& dev, int P) {
   for (auto* v : {&send, &recv}) {
-    v->resize(size_t(P));
-    for (auto& b : *v) device::bound(b, dev);
+    while (v->size() < size_t(P)) v->emplace_back(dev);
+    for (auto& b : *v) b.bind(dev);
   }
 }
 
@@ -87,34 +88,34 @@ Status finishSum(device::Backend& dev, RedOp op, int P, float* sum, size_t count
 
 Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
                      const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
-                     float* out, float* contribution, uint64_t firstStep, Workspace* ws) {
+                     float* out, float* residual, uint64_t firstStep, Workspace* ws) {
   device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), r = ctx.net.rank();
   const size_t align = phase1.align();
   const ChunkRange mine = chunkRange(n, P, r, align);
 
-  // Phase 1: encode every other chunk for its owner.
+  // Phase 1: encode every other chunk for its owner (the residual update
+  // happens in the same pass, in place when residual is acc).
   ws->bind(dev);
   ws->bindPeers(dev, P);
-  std::vector<device::Buffer<uint8_t>>& sendBuf = ws->send;
-  std::vector<device::Buffer<uint8_t>>& recvBuf = ws->recv;
+  std::vector<device::HostArray<uint8_t>>& sendBuf = ws->send;
+  std::vector<device::HostArray<uint8_t>>& recvBuf = ws->recv;
   std::vector<Transfer> sends, recvs;
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
     const ChunkRange c = chunkRange(n, P, j, align);
     sendBuf[j].resize(phase1.encodedBytes(c.size));
-    GC_CHECK(phase1.encode(dev, acc + c.begin, c.size, c.begin, seeds.phase1(r), sendBuf[j].data()));
-    if (contribution)
-      GC_CHECK(phase1.decode(dev, sendBuf[j].data(), c.size, r, contribution + c.begin, false));
+    GC_CHECK(phase1.encode(dev, acc + c.begin, c.size, c.begin, seeds.phase1(r), sendBuf[j].data(),
+                           residual ? residual + c.begin : nullptr));
     recvBuf[j].resize(phase1.encodedBytes(mine.size));
     sends.push_back({j, sendBuf[j].data(), sendBuf[j].size()});
     recvs.push_back({j, recvBuf[j].data(), recvBuf[j].size()});
   }
-  if (contribution) GC_CHECK(dev.copy(contribution + mine.begin, acc + mine.begin, mine.size * 4));
+  GC_CHECK(dev.sync());
   GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep), recvs, sends,
                        "quantized reduce-scatter"));
 
-  device::Buffer<float>& sum = ws->sum;
+  device::DeviceArray<float>& sum = ws->sum;
   sum.resize(mine.size);
   for (int s = 0; s < P; ++s) {
     if (s == r) {
@@ -124,21 +125,30 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
       GC_CHECK(phase1.decode(dev, recvBuf[s].data(), mine.size, s, sum.data(), s != 0));
     }
   }
+  // The own chunk is taken exactly: nothing of it stays behind.
+  if (residual && mine.size) GC_CHECK(dev.zero(residual + mine.begin, mine.size * 4));
   GC_CHECK(finishSum(dev, op, P, sum.data(), mine.size));
 
   // Phase 2: the owner's encoded sum to everyone; all decode the same bytes.
-  device::Buffer<uint8_t>& ownBuf = ws->bytes;
+  device::HostArray<uint8_t>& ownBuf = ws->bytes;
   ownBuf.resize(phase2.encodedBytes(mine.size));
-  GC_CHECK(phase2.encode(dev, sum.data(), mine.size, mine.begin, seeds.phase2(r), ownBuf.data()));
+  GC_CHECK(phase2.encode(dev, sum.data(), mine.size, mine.begin, seeds.phase2(r), ownBuf.data(),
+                         nullptr));
   GC_CHECK(phase2.decode(dev, ownBuf.data(), mine.size, r, out + mine.begin, false));
   sends.clear();
   recvs.clear();
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
     const ChunkRange c = chunkRange(n, P, j, align);
-    recvBuf[j].resize(phase2.encodedBytes(c.size));
-    recvs.push_back({j, recvBuf[j].data(), recvBuf[j].size()});
+    // recvBuf[j] still feeds this phase's pending phase-1 decodes: the sync
+    // below completes them before the new arrivals overwrite it.
+    recvs.push_back({j, nullptr, phase2.encodedBytes(c.size)});
     sends.push_back({j, ownBuf.data(), ownBuf.size()});
+  }
+  GC_CHECK(dev.sync());
+  for (auto& t : recvs) {
+    recvBuf[t.peer].resize(t.bytes);
+    t.data = recvBuf[t.peer].data();
   }
   GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep + 1), recvs, sends,
                        "quantized allgather"));
@@ -147,7 +157,7 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
     const ChunkRange c = chunkRange(n, P, j, align);
     GC_CHECK(phase2.decode(dev, recvBuf[j].data(), c.size, j, out + c.begin, false));
   }
-  return Status::Ok();
+  return dev.sync();  // the decodes read recvBuf
 }
 
 Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const ChunkCodec& phase2,
@@ -171,7 +181,7 @@ Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const Ch
       } else {
         buf.resize(phase1.encodedBytes(c.size));
         part.resize(c.size);
-        GC_CHECK(phase1.encode(dev, src, c.size, c.begin, seeds.phase1(s), buf.data()));
+        GC_CHECK(phase1.encode(dev, src, c.size, c.begin, seeds.phase1(s), buf.data(), nullptr));
         GC_CHECK(phase1.decode(dev, buf.data(), c.size, s, part.data(), false));
         if (contribution) std::copy(part.begin(), part.end(), (*contribution)[s].begin() + c.begin);
       }
@@ -181,7 +191,7 @@ Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const Ch
     }
     GC_CHECK(finishSum(dev, op, P, sum.data(), c.size));
     buf.resize(phase2.encodedBytes(c.size));
-    GC_CHECK(phase2.encode(dev, sum.data(), c.size, c.begin, seeds.phase2(j), buf.data()));
+    GC_CHECK(phase2.encode(dev, sum.data(), c.size, c.begin, seeds.phase2(j), buf.data(), nullptr));
     GC_CHECK(phase2.decode(dev, buf.data(), c.size, j, out->data() + c.begin, false));
   }
   return Status::Ok();

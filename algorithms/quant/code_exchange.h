@@ -9,6 +9,10 @@
 //     rank; every rank, the owner included, decodes it, so all ranks return
 //     bit-identical results.
 //
+// Data path: acc, the sums and the output are device memory; payloads are
+// host memory written and read by the codec primitives (only they cross).
+// One sync before each phase's sends.
+//
 // Wire volume per rank: sum over the P-1 other chunks of the phase-1 payload +
 // (P-1) times its own phase-2 payload, i.e. 2(P-1)/P of the encoded buffer:
 // for b-bit codes about b/32 of the dense ring's 2(P-1)/P * 4n bytes.
@@ -21,21 +25,22 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "device/buffer.h"
+#include "device/arrays.h"
 #include "device/quant_types.h"
 
 namespace gradcomp::algo::quant {
 
 // Buffers an algorithm object keeps across calls (grown, never shrunk): large
 // calls then neither allocate nor fault in fresh pages every time.
-// All of it is backend memory (device/buffer.h): bind(dev) at the start of a
-// call moves it into the call's backend (a no-op once there).
+// bind(dev) at the start of a call moves them to the call's backend (a no-op
+// once there). Device memory: out, sum, scratch, spectrum, own, packed;
+// host memory (payloads): send, recv, bytes.
 struct Workspace {
-  device::Buffer<float> out, contribution, sum, spectrum, own, packed;
-  std::vector<device::Buffer<uint8_t>> send, recv;  // by peer
-  device::Buffer<uint8_t> bytes;
+  device::DeviceArray<float> out, sum, scratch, spectrum, own, packed;
+  std::vector<device::HostArray<uint8_t>> send, recv;  // by peer
+  device::HostArray<uint8_t> bytes;
   void bind(device::Backend& dev);
-  // send/recv sized to P buffers, each in dev's memory.
+  // send/recv sized to P buffers, each in dev's host memory.
   void bindPeers(device::Backend& dev, int P);
 };
 
@@ -46,11 +51,14 @@ class ChunkCodec {
   // Chunk boundaries are multiples of this (qsgd: its bucket).
   virtual size_t align() const { return 1; }
   virtual size_t encodedBytes(size_t count) const = 0;
-  // src[0..count) is the buffer's range starting at element `offset`; `stream`
-  // seeds stochastic rounding (device::streamSeed).
+  // src[0..count) (device memory) is the buffer's range starting at element
+  // `offset`; `stream` seeds stochastic rounding (device::streamSeed); out is
+  // host memory, complete after the next sync. residual (nullable, may alias
+  // src) gets src - decoded in the same pass.
   virtual Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
-                        uint64_t stream, uint8_t* out) const = 0;
-  // dst (+)= decoded payload; RemoteError naming `peer` when it is malformed.
+                        uint64_t stream, uint8_t* out, float* residual) const = 0;
+  // dst (+)= decoded payload (host memory); RemoteError naming `peer` when
+  // it is malformed (at once for what the host checks, else at the next sync).
   virtual Status decode(device::Backend& dev, const uint8_t* in, size_t count, int peer,
                         float* dst, bool accumulate) const = 0;
 };
@@ -60,7 +68,7 @@ class RawCodec final : public ChunkCodec {
  public:
   size_t encodedBytes(size_t count) const override { return count * sizeof(float); }
   Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
-                uint64_t stream, uint8_t* out) const override;
+                uint64_t stream, uint8_t* out, float* residual) const override;
   Status decode(device::Backend& dev, const uint8_t* in, size_t count, int peer, float* dst,
                 bool accumulate) const override;
 };
@@ -80,12 +88,14 @@ struct ExchangeSeeds {
   uint64_t phase2(int rank) const { return device::streamSeed(userSeed, call, uint64_t(rank), 2); }
 };
 
-// Distributed. acc: this rank's n fp32 values; out: n results; contribution
-// (nullable): what this rank's encodings decode to, acc on its own chunk (for
-// error feedback). Uses tag steps firstStep and firstStep + 1.
+// Distributed. acc: this rank's n fp32 values; out: n results (device
+// memory). residual (nullable; acc itself with error feedback): left holding
+// acc - contribution, where the contribution is what this rank's phase-1
+// encodings decode to, and acc on its own chunk (so 0 there). Uses tag steps
+// firstStep and firstStep + 1.
 Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
                      const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
-                     float* out, float* contribution, uint64_t firstStep, Workspace* ws);
+                     float* out, float* residual, uint64_t firstStep, Workspace* ws);
 
 // Central mirror: acc[r] for every rank; out gets the result every rank
 // returns, contribution[r] (nullable) what exchangeCodes gives rank r.

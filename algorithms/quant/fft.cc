@@ -12,7 +12,7 @@
 // Error feedback: residual = acc - inverse FFT of this rank's own decoded
 // payload (the time-domain part it did not get across).
 //
-// Wire bytes per rank: 24 (P-1) for the stats exchange + (P-1) * payload.
+// Wire bytes per rank: 16 (P-1) for the stats exchange + (P-1) * payload.
 #include <algorithm>
 #include <memory>
 
@@ -79,14 +79,16 @@ class Fft final : public QuantAlgorithm {
     return Status::Ok();
   }
   Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
-              float* contribution) override {
+              float* residual) override {
+    device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), r = ctx.net.rank();
     const FftLayout l = layoutFor(cfg_, args.count, st.call);
     const size_t bytes = fftPayloadBytes(l);
-    ws_.bindPeers(ctx.dev, P);
-    std::vector<device::Buffer<uint8_t>>& payload = ws_.recv;
+    ws_.bindPeers(dev, P);
+    std::vector<device::HostArray<uint8_t>>& payload = ws_.recv;
     for (auto& p : payload) p.resize(bytes);
-    GC_CHECK(fftEncode(ctx.dev, l, st.acc.data(), payload[r].data(), &scratch_));
+    GC_CHECK(fftEncode(dev, l, st.acc, payload[r].data(), &scratch_));
+    GC_CHECK(dev.sync());
     std::vector<Transfer> sends, recvs;
     for (int j = 0; j < P; ++j) {
       if (j == r) continue;
@@ -96,18 +98,21 @@ class Fft final : public QuantAlgorithm {
     GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, 1), recvs, sends,
                          "FFT payload allgather"));
     const size_t bins = device::fftBinCount(l.n, l.chunk);
-    device::Buffer<float>& spectrum = ws_.spectrum;
-    spectrum.assign(2 * bins, 0.0f);
+    device::DeviceArray<float>& spectrum = ws_.spectrum;
+    GC_CHECK(spectrum.assignZero(2 * bins));
     for (int s = 0; s < P; ++s)
-      GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[s].data(), s, spectrum.data(), &scratch_));
-    GC_CHECK(inverseTo(ctx.dev, l, spectrum.data(), args.op, P, out));
-    if (contribution) {
-      device::Buffer<float>& own = ws_.own;
-      own.assign(2 * bins, 0.0f);
-      GC_CHECK(fftDecodeAdd(ctx.dev, l, payload[r].data(), r, own.data(), &scratch_));
-      GC_CHECK(ctx.dev.fftInverse(own.data(), l.n, l.chunk, contribution));
+      GC_CHECK(fftDecodeAdd(dev, l, payload[s].data(), s, spectrum.data(), &scratch_));
+    GC_CHECK(inverseTo(dev, l, spectrum.data(), args.op, P, out));
+    if (residual) {  // acc -= the time-domain part this rank got across
+      device::DeviceArray<float>& own = ws_.own;
+      GC_CHECK(own.assignZero(2 * bins));
+      GC_CHECK(fftDecodeAdd(dev, l, payload[r].data(), r, own.data(), &scratch_));
+      device::DeviceArray<float>& contribution = ws_.scratch;
+      contribution.resize(args.count);
+      GC_CHECK(dev.fftInverse(own.data(), l.n, l.chunk, contribution.data()));
+      GC_CHECK(dev.subtract(residual, residual, contribution.data(), args.count));
     }
-    return Status::Ok();
+    return dev.sync();  // the decodes read the payloads
   }
 
   FftConfig cfg_;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "device/buffer.h"
+#include "device/arrays.h"
 
 namespace gradcomp::algo::quant {
 
@@ -33,18 +33,22 @@ struct FftLayout {
 
 size_t fftPayloadBytes(const FftLayout& layout);
 
-// Temporaries of encode/decode, kept by the caller across calls. nullptr:
-// fresh heap buffers (host-only callers: references, tests, fuzzers).
+// Device temporaries of encode/decode, kept by the caller across calls.
+// nullptr: fresh ones per call (references, tests, fuzzers).
 struct FftScratch {
-  device::Buffer<float> spectrum, packed;
+  device::DeviceArray<float> spectrum, packed;
 };
 
-// Encodes acc[0..n) into payload (fftPayloadBytes bytes).
+// Encodes acc[0..n) (device memory) into payload (fftPayloadBytes bytes of
+// host memory, complete after the next sync): forward FFT, bin selection
+// straight into the payload's bitmap, gather, and the values' encoding
+// (rbfEncodeSegments: one run per chunk) straight into the payload.
 Status fftEncode(device::Backend& dev, const FftLayout& layout, const float* acc,
                  uint8_t* payload, FftScratch* scratch = nullptr);
 
-// spectrum (fftBinCount complex bins) += the payload's decoded bins; `peer`
-// names the sender in errors.
+// spectrum (fftBinCount complex bins, device memory) += the payload's
+// decoded bins; `peer` names the sender in errors (the checks run on the
+// device: reported by the next sync).
 Status fftDecodeAdd(device::Backend& dev, const FftLayout& layout, const uint8_t* payload,
                     int peer, float* spectrum, FftScratch* scratch = nullptr);
 

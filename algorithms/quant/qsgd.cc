@@ -53,10 +53,10 @@ class Qsgd final : public QuantAlgorithm {
     return Status::Ok();
   }
   Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
-              float* contribution) override {
+              float* residual) override {
     MaxMinCodec codec(cfg_.bits, cfg_.bucket);
-    return exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op,
-                         st.acc.data(), args.count, out, contribution, 1, &ws_);
+    return exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op, st.acc,
+                         args.count, out, residual, 1, &ws_);
   }
 
   QsgdConfig cfg_;

@@ -2,6 +2,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/quant/code_exchange.h"
@@ -60,26 +61,25 @@ bool mustFallBack(const std::vector<device::AbsStats>& all, double growth) {
 
 namespace {
 
-// Stats travel as 3 fp64 words; the count is exact below 2^53.
-constexpr size_t kStatsBytes = 3 * sizeof(double);
+// Stats travel as 2 fp64 words; the count is exact below 2^53.
+constexpr size_t kStatsWords = 2;
+constexpr size_t kStatsBytes = kStatsWords * sizeof(double);
 // 2^53: larger counts are not exact in fp64 (and converting a value past
 // 2^64 to uint64_t is undefined): a peer sending one is malformed.
 constexpr double kMaxExactCount = 9007199254740992.0;
 
 void packStats(const device::AbsStats& s, double* w) {
   w[0] = s.maxAbs;
-  w[1] = s.sumAbs;
-  w[2] = double(s.nonFinite);
+  w[1] = double(s.nonFinite);
 }
 
 Status unpackStats(const double* w, int peer, device::AbsStats* s) {
-  GC_REQUIRE(std::isfinite(w[0]) && w[0] >= 0 && std::isfinite(w[1]) && w[1] >= 0 &&
-                 w[2] >= 0 && w[2] <= kMaxExactCount && w[2] == std::floor(w[2]),
-             Err::RemoteError, "quantized call stats from rank %d are malformed (%g, %g, %g)",
-             peer, w[0], w[1], w[2]);
+  GC_REQUIRE(std::isfinite(w[0]) && w[0] >= 0 && w[1] >= 0 && w[1] <= kMaxExactCount &&
+                 w[1] == std::floor(w[1]),
+             Err::RemoteError, "quantized call stats from rank %d are malformed (%g, %g)", peer,
+             w[0], w[1]);
   s->maxAbs = w[0];
-  s->sumAbs = w[1];
-  s->nonFinite = uint64_t(w[2]);
+  s->nonFinite = uint64_t(w[1]);
   return Status::Ok();
 }
 
@@ -90,57 +90,66 @@ bool storeOn(const Context& ctx) {
 }  // namespace
 
 Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback, double growth,
-                 CallCounter* counter, CallState* st) {
+                 CallCounter* counter, device::DeviceArray<float>* scratch, CallState* st) {
   const size_t n = args.count;
   const int P = ctx.net.size(), r = ctx.net.rank();
   st->key = args.bufferKey;
   st->call = counter->next(args.bufferKey);
-  device::bound(st->acc, ctx.dev).resize(n);
-  GC_CHECK(ctx.dev.convert(st->acc.data(), DataType::Float32, args.sendBuf, args.dtype, n));
   st->errorFeedback = useErrorFeedback && storeOn(ctx);
-  if (st->errorFeedback)
-    GC_CHECK(ctx.errorFeedback->addResidual(st->key, ctx.callSeq, st->acc.data(), n));
-
+  bool fresh = true;
+  if (st->errorFeedback) {
+    GC_CHECK(ctx.errorFeedback->begin(ctx.dev, st->key, n, ctx.callSeq, scratch, &st->acc,
+                                      &fresh));
+  } else {
+    scratch->bind(ctx.dev).resize(n);
+    st->acc = scratch->data();
+  }
+  device::AccumulateStats acc;
+  GC_CHECK(ctx.dev.accumulate(st->acc, args.sendBuf, args.dtype, n, !fresh, -1.0f, &acc));
+  GC_CHECK(ctx.dev.sync());
   device::AbsStats mine;
-  GC_CHECK(ctx.dev.absStats(st->acc.data(), n, &mine));
-  std::vector<double> words(size_t(P) * 3);
-  packStats(mine, &words[size_t(r) * 3]);
+  mine.maxAbs = acc.maxAbs;
+  mine.nonFinite = acc.nonFinite;
+
+  std::vector<double> words(size_t(P) * kStatsWords);
+  packStats(mine, &words[size_t(r) * kStatsWords]);
   std::vector<Transfer> sends, recvs;
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
-    recvs.push_back({j, &words[size_t(j) * 3], kStatsBytes});
-    sends.push_back({j, &words[size_t(r) * 3], kStatsBytes});
+    recvs.push_back({j, &words[size_t(j) * kStatsWords], kStatsBytes});
+    sends.push_back({j, &words[size_t(r) * kStatsWords], kStatsBytes});
   }
   GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, 0), recvs, sends,
                        "quantized call stats"));
   st->stats.resize(P);
-  for (int j = 0; j < P; ++j) GC_CHECK(unpackStats(&words[size_t(j) * 3], j, &st->stats[j]));
+  for (int j = 0; j < P; ++j) GC_CHECK(unpackStats(&words[size_t(j) * kStatsWords], j, &st->stats[j]));
   st->fallback = mustFallBack(st->stats, growth);
   return Status::Ok();
 }
 
 Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* st, Workspace* ws) {
   const size_t n = args.count;
-  device::Buffer<float>& out = device::bound(ws->out, ctx.dev);
-  out.resize(n);
-  RawCodec raw;
-  GC_CHECK(exchangeCodes(ctx, raw, raw, ExchangeSeeds{}, args.op, st->acc.data(), n, out.data(),
-                         nullptr, 1, ws));
-  GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, out.data(), DataType::Float32, n));
-  // The residual was sent in full (or held a non-finite value): start over at 0.
-  if (st->errorFeedback) {
-    const std::vector<float> zero(n, 0.0f);
-    GC_CHECK(ctx.errorFeedback->storeResidual(st->key, zero.data(), nullptr, n));
+  ws->bind(ctx.dev);
+  float* out = args.dtype == DataType::Float32 ? static_cast<float*>(args.recvBuf) : nullptr;
+  if (!out) {
+    ws->out.resize(n);
+    out = ws->out.data();
   }
-  return Status::Ok();
+  RawCodec raw;
+  GC_CHECK(exchangeCodes(ctx, raw, raw, ExchangeSeeds{}, args.op, st->acc, n, out, nullptr, 1,
+                         ws));
+  // The residual was sent in full (or held a non-finite value): start over at 0.
+  if (st->errorFeedback) GC_CHECK(ctx.errorFeedback->clear(ctx.dev, st->key));
+  if (out != args.recvBuf)
+    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, out, DataType::Float32, n));
+  return ctx.dev.sync();
 }
 
-Status endCall(Context& ctx, const AllreduceArgs& args, CallState* st, const float* out,
-               const float* contribution) {
-  GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, out, DataType::Float32, args.count));
-  if (st->errorFeedback)
-    GC_CHECK(ctx.errorFeedback->storeResidual(st->key, st->acc.data(), contribution, args.count));
-  return Status::Ok();
+Status endCall(Context& ctx, const AllreduceArgs& args, CallState* st, const float* out) {
+  if (out != args.recvBuf)
+    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, out, DataType::Float32, args.count));
+  if (st->errorFeedback) GC_CHECK(ctx.errorFeedback->end(ctx.dev, st->key, st->acc));
+  return ctx.dev.sync();
 }
 
 // ---- Central side -------------------------------------------------------------
@@ -150,6 +159,8 @@ Status CentralRanks::create(int nranks, const param::Overrides& config,
   auto c = std::make_unique<CentralRanks>();
   c->stores_.resize(nranks);
   for (auto& s : c->stores_) GC_CHECK(ErrorFeedbackStore::create(config, &s));
+  for (int r = 0; r < nranks; ++r) c->scratch_.emplace_back(device::cpuBackend());
+  c->accs_.assign(nranks, nullptr);
   *out = std::move(c);
   return Status::Ok();
 }
@@ -166,10 +177,19 @@ Status CentralRanks::begin(const std::vector<const void*>& inputs, const Allredu
   acc->assign(P, std::vector<float>(args.count));
   stats->resize(P);
   for (int r = 0; r < P; ++r) {
-    GC_CHECK(dev.convert((*acc)[r].data(), DataType::Float32, inputs[r], args.dtype, args.count));
-    if (useErrorFeedback && stores_[r]->enabled())
-      GC_CHECK(stores_[r]->addResidual(args.bufferKey, *call, (*acc)[r].data(), args.count));
-    GC_CHECK(dev.absStats((*acc)[r].data(), args.count, &(*stats)[r]));
+    bool fresh = true;
+    if (useErrorFeedback && stores_[r]->enabled()) {
+      GC_CHECK(stores_[r]->begin(dev, args.bufferKey, args.count, *call, &scratch_[r], &accs_[r],
+                                 &fresh));
+    } else {
+      scratch_[r].resize(args.count);
+      accs_[r] = scratch_[r].data();
+    }
+    device::AccumulateStats st;
+    GC_CHECK(dev.accumulate(accs_[r], inputs[r], args.dtype, args.count, !fresh, -1.0f, &st));
+    std::copy(accs_[r], accs_[r] + args.count, (*acc)[r].begin());
+    (*stats)[r].maxAbs = st.maxAbs;
+    (*stats)[r].nonFinite = st.nonFinite;
   }
   *fallback = mustFallBack(*stats, growth);
   return Status::Ok();
@@ -181,11 +201,9 @@ Status CentralRanks::fallback(const std::vector<std::vector<float>>& acc,
   RawCodec raw;
   GC_CHECK(simulateExchange(device::cpuBackend(), raw, raw, ExchangeSeeds{}, args.op, acc, out,
                             nullptr));
-  if (useErrorFeedback) {
-    std::vector<float> zero(args.count, 0.0f);
+  if (useErrorFeedback)
     for (auto& s : stores_)
-      if (s->enabled()) GC_CHECK(s->storeResidual(args.bufferKey, zero.data(), nullptr, args.count));
-  }
+      if (s->enabled()) GC_CHECK(s->clear(device::cpuBackend(), args.bufferKey));
   return Status::Ok();
 }
 
@@ -193,10 +211,12 @@ Status CentralRanks::end(const AllreduceArgs& args, bool useErrorFeedback,
                          const std::vector<std::vector<float>>& acc,
                          const std::vector<std::vector<float>>& contribution) {
   if (!useErrorFeedback) return Status::Ok();
-  for (int r = 0; r < size(); ++r)
-    if (stores_[r]->enabled())
-      GC_CHECK(stores_[r]->storeResidual(args.bufferKey, acc[r].data(), contribution[r].data(),
-                                         args.count));
+  for (int r = 0; r < size(); ++r) {
+    if (!stores_[r]->enabled()) continue;
+    // The accumulator is CPU reference memory: the residual is written in place.
+    for (size_t i = 0; i < args.count; ++i) accs_[r][i] = acc[r][i] - contribution[r][i];
+    GC_CHECK(stores_[r]->end(device::cpuBackend(), args.bufferKey, accs_[r]));
+  }
   return Status::Ok();
 }
 

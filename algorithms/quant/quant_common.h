@@ -4,12 +4,16 @@
 // the central per-rank state their References keep.
 //
 // Every call starts the same way on every rank:
-//   acc = fp32(input) (+ residual when error feedback is on);
+//   acc = fp32(input) (+ residual when error feedback is on), in one device
+//   pass that also yields the AbsStats (device/backend.h accumulate); with
+//   error feedback acc is the residual itself (error_feedback.h);
 //   one small exchange gives every rank every rank's AbsStats of acc;
 //   if any rank has a NaN/Inf, or the sum could overflow fp32, the whole call
 //   falls back to the exact (uncompressed) sum for that call and the residual
 //   is cleared (notes section 9: a NaN the user had stays visible, no finite
 //   input becomes NaN through compression).
+// The compressed step then leaves in acc what this rank did not get across
+// (acc - contribution), mostly inside the encoding kernels themselves.
 #pragma once
 
 #include <cstdint>
@@ -54,25 +58,25 @@ bool mustFallBack(const std::vector<device::AbsStats>& all, double growth);
 
 // One call's distributed state on this rank.
 struct CallState {
-  device::Buffer<float> acc;             // fp32 input (+ residual), backend memory
+  float* acc = nullptr;                  // fp32 input (+ residual), device memory
   std::vector<device::AbsStats> stats;   // every rank's stats of acc, by rank
   bool fallback = false;
-  bool errorFeedback = false;
+  bool errorFeedback = false;            // acc is the residual (error_feedback.h)
   uint64_t key = 0;
   uint64_t call = 0;                     // CallCounter value of this call
 };
 
 // Loads the input, adds the residual (when `useErrorFeedback` and the store
-// is on), exchanges stats (tag step 0) and decides the fallback.
+// is on), exchanges stats (tag step 0) and decides the fallback. scratch
+// backs acc without error feedback (and bf16 residuals).
 Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback, double growth,
-                 CallCounter* counter, CallState* state);
+                 CallCounter* counter, device::DeviceArray<float>* scratch, CallState* state);
 // Exact fp32 sum in rank order (avg: then divided by P in fp64, rounded once)
 // through the code exchange with raw payloads; clears the residual.
 Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* state, Workspace* ws);
-// Stores out (fp32) into recvBuf and, with error feedback, residual =
-// acc - contribution.
-Status endCall(Context& ctx, const AllreduceArgs& args, CallState* state, const float* out,
-               const float* contribution);
+// Stores out (fp32, device memory) into recvBuf unless it is recvBuf, and
+// keeps the residual acc holds; syncs.
+Status endCall(Context& ctx, const AllreduceArgs& args, CallState* state, const float* out);
 
 // ---- Central side (References) --------------------------------------------
 // The per-rank state a Reference keeps to mirror beginCall/endCall: one
@@ -97,6 +101,8 @@ class CentralRanks {
 
  private:
   std::vector<std::unique_ptr<ErrorFeedbackStore>> stores_;
+  std::vector<device::DeviceArray<float>> scratch_;  // per rank (CPU reference memory)
+  std::vector<float*> accs_;                         // per rank: the store's accumulator
   CallCounter counter_;
 };
 

@@ -7,14 +7,19 @@ Status QuantAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
   FramePlan plan;
   GC_CHECK(configure(ctx.config, ctx.net.size(), &plan));
-  GC_CHECK(beginCall(ctx, args, plan.errorFeedback, plan.growth, &calls_, &st_));
+  GC_CHECK(beginCall(ctx, args, plan.errorFeedback, plan.growth, &calls_, &accScratch_, &st_));
   ws_.bind(ctx.dev);
   if (st_.fallback) return fallbackCall(ctx, args, &st_, &ws_);
-  ws_.out.resize(args.count);
-  ws_.contribution.resize(st_.errorFeedback ? args.count : 0);
-  float* contribution = st_.errorFeedback ? ws_.contribution.data() : nullptr;
-  GC_CHECK(step(ctx, args, st_, ws_.out.data(), contribution));
-  return endCall(ctx, args, &st_, ws_.out.data(), contribution);
+  // fp32: the result goes straight into recvBuf (the input already sits in acc).
+  float* out = nullptr;
+  if (args.dtype == DataType::Float32) {
+    out = static_cast<float*>(args.recvBuf);
+  } else {
+    ws_.out.resize(args.count);
+    out = ws_.out.data();
+  }
+  GC_CHECK(step(ctx, args, st_, out, st_.errorFeedback ? st_.acc : nullptr));
+  return endCall(ctx, args, &st_, out);
 }
 
 Status QuantReference::init(int nranks, const param::Overrides& config) {

@@ -31,18 +31,19 @@ class QuantAlgorithm : public Algorithm {
   // Reads this call's parameters and keeps what step() needs.
   virtual Status configure(const param::Overrides& config, int nranks, FramePlan* plan) = 0;
   // The compressed allreduce of st.acc (count > 0, no fallback): fills
-  // out[0..count) with what every rank returns (fp32, op applied) and, when
-  // contribution is not null, this rank's own part of it in acc's units
-  // (the residual becomes acc - contribution).
+  // out[0..count) (device memory) with what every rank returns (fp32, op
+  // applied) and, when residual is not null (it is st.acc then), leaves in
+  // it acc - this rank's own part of the result in acc's units.
   virtual Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
-                      float* contribution) = 0;
+                      float* residual) = 0;
 
-  Workspace ws_;  // step() may use every member except out and contribution
+  Workspace ws_;  // step() may use every member except out
 
  private:
   const char* name_;
   CallCounter calls_;
   CallState st_;
+  device::DeviceArray<float> accScratch_;  // acc without error feedback (or bf16 residuals)
 };
 
 // Central mirror of QuantAlgorithm.

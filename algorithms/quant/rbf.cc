@@ -53,11 +53,11 @@ class Rbf final : public QuantAlgorithm {
     return Status::Ok();
   }
   Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
-              float* contribution) override {
+              float* residual) override {
     RbfCodec phase1(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, st.stats));
     RbfCodec phase2(cfg_.bits, cfg_.mantissa, 0.0);
-    return exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op, st.acc.data(),
-                         args.count, out, contribution, 1, &ws_);
+    return exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op, st.acc,
+                         args.count, out, residual, 1, &ws_);
   }
 
   RbfConfig cfg_;

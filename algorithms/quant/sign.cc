@@ -19,8 +19,9 @@
 // scale, mean|acc| of all ranks on every element, gave every coordinate the
 // same step whatever the votes agreed on and diverged in training
 // (docs/results/quantized.md). T_b <= 0 (d_b useless) gives S_b = 0.
-// Shares are computed by host code reading acc (backend memory is
-// host-readable, device/backend.h).
+// Shares are block dot products on the device (Backend::blockDot, one fixed
+// summation order on every backend, so ranks and the reference agree bit
+// for bit); only the per-block shares and scales cross to the host.
 //
 // EF-signSGD (GRADCOMP_SIGN_EF, default on): rank r's contribution on block
 // b is s_rb * d_b (0 when T_b <= 0), so the contributions add up to the
@@ -31,7 +32,7 @@
 // block, d = sign(acc) and s = |acc|_1 / n: EF-signSGD (Karimireddy et al.).
 //
 // Wire bytes per rank (chunk c holds n_c elements, chunks split n evenly):
-//   24 (P-1)                                    stats exchange
+//   16 (P-1)                                    stats exchange
 // + sum_{i=1}^{P-1} ceil(n_{(r-i) mod P} * ceil(log2(i+1)) / 8)   counts
 // + sum_{s=0}^{P-2} ceil(n_{(r-s) mod P} / 8)                     decisions
 // + 4 ceil(n / B) (P-1)                         scale shares
@@ -67,43 +68,25 @@ Status readEf(const param::Overrides& config, bool* ef) {
 // Blocks of the decision vector that get their own scale.
 size_t blockCount(size_t n, size_t block) { return (n + block - 1) / block; }
 
-// shares[b] = <acc, d>_b / |b| over block b, d[i] = +-1 (fp64, index order:
-// every rank and the reference add in the same order), rounded to fp32 (the
-// wire format).
-void sharesOf(const float* acc, const float* d, size_t n, size_t block, float* shares) {
-  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
-    const size_t end = std::min(n, begin + block);
-    double dot = 0;
-    for (size_t i = begin; i < end; ++i) dot += double(acc[i]) * double(d[i]);
-    shares[b] = float(dot / double(end - begin));
-  }
-}
-
 // all[r * blocks + b]: rank r's share of block b.
-double shareTotal(const std::vector<float>& all, size_t blocks, size_t b) {
+template <class V>
+double shareTotal(const V& all, size_t blocks, size_t b) {
   double t = 0;
   for (size_t k = b; k < all.size(); k += blocks) t += all[k];
   return t;
 }
 
 // Block b's output magnitude S_b (identical arithmetic on every rank).
-float outputScale(const std::vector<float>& all, size_t blocks, size_t b, RedOp op) {
+template <class V>
+float outputScale(const V& all, size_t blocks, size_t b, RedOp op) {
   const double t = std::max(shareTotal(all, blocks, b), 0.0);
   return float(op == RedOp::Avg ? t / double(all.size() / blocks) : t);
 }
 
 // Rank r's part of the sum's output in block b, in acc's units.
-float contributionScale(const std::vector<float>& all, size_t blocks, size_t b, int r) {
+template <class V>
+float contributionScale(const V& all, size_t blocks, size_t b, int r) {
   return shareTotal(all, blocks, b) > 0 ? all[size_t(r) * blocks + b] : 0.0f;
-}
-
-// dst[i] = d[i] * scale(block of i), d[i] = +-1.
-template <class ScaleOf>
-void scaleBlocks(const float* d, size_t n, size_t block, ScaleOf scale, float* dst) {
-  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
-    const float s = scale(b);
-    for (size_t i = begin; i < std::min(n, begin + block); ++i) dst[i] = d[i] > 0 ? s : -s;
-  }
 }
 
 Status readBlock(const param::Overrides& config, size_t* block) {
@@ -126,38 +109,46 @@ class Sign final : public QuantAlgorithm {
   }
 
   Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
-              float* contribution) override {
+              float* residual) override {
+    device::Backend& dev = ctx.dev;
     const size_t n = args.count, block = block_, blocks = blockCount(n, block);
     const int P = ctx.net.size(), r = ctx.net.rank();
-    device::Buffer<uint8_t>& decisions = ws_.bytes;
-    GC_CHECK(ring(ctx, st.acc.data(), n, &decisions));
-    for (int c = 0; c < P; ++c) {  // out = d
+    device::HostArray<uint8_t>& decisions = ws_.bytes;
+    GC_CHECK(ring(ctx, st.acc, n, &decisions));
+    for (int c = 0; c < P; ++c) {  // out = d, from the decisions in host memory
       const ChunkRange ch = chunkRange(n, P, c, 1);
-      GC_CHECK(ctx.dev.signExpand(&decisions[offsets_[c]], ch.size, 1.0f, -1.0f, out + ch.begin));
+      GC_CHECK(dev.signExpand(decisions.data() + offsets_[c], ch.size, 1.0f, -1.0f,
+                              out + ch.begin, -1));
     }
-    std::vector<float>& shares = shares_;
-    shares.assign(size_t(P) * blocks, 0.0f);
-    sharesOf(st.acc.data(), out, n, block, &shares[size_t(r) * blocks]);
+    device::HostArray<float>& shares = shares_.bind(dev);
+    shares.resize(size_t(P) * blocks);
+    GC_CHECK(dev.blockDot(st.acc, out, n, block, shares.data() + size_t(r) * blocks));
+    GC_CHECK(dev.sync());
     GC_CHECK(exchangeShares(ctx, st.stats, blocks, &shares));
-    if (contribution)
-      scaleBlocks(out, n, block, [&](size_t b) { return contributionScale(shares, blocks, b, r); },
-                  contribution);
-    scaleBlocks(out, n, block, [&](size_t b) { return outputScale(shares, blocks, b, args.op); },
-                out);
+    device::HostArray<float>& scales = scales_.bind(dev);
+    scales.resize(blocks);
+    if (residual) {  // acc -= c_rb d_b: what this rank did not get across
+      for (size_t b = 0; b < blocks; ++b) scales[b] = contributionScale(shares, blocks, b, r);
+      GC_CHECK(dev.expandBlocks(out, n, block, scales.data(), residual, /*subtractFrom=*/true));
+      GC_CHECK(dev.sync());  // scales is reused below
+    }
+    for (size_t b = 0; b < blocks; ++b) scales[b] = outputScale(shares, blocks, b, args.op);
+    GC_CHECK(dev.expandBlocks(out, n, block, scales.data(), out, /*subtractFrom=*/false));
     return Status::Ok();
   }
 
-  // Every rank's block shares (fp32) to every rank. A share is bounded
-  // by its rank's max|acc| from the stats exchange; anything else is corrupt.
+  // Every rank's block shares (fp32, host memory) to every rank. A share is
+  // bounded by its rank's max|acc| from the stats exchange; anything else is
+  // corrupt.
   Status exchangeShares(Context& ctx, const std::vector<device::AbsStats>& stats, size_t blocks,
-                        std::vector<float>* shares) {
+                        device::HostArray<float>* shares) {
     const int P = ctx.net.size(), r = ctx.net.rank();
     const size_t bytes = blocks * sizeof(float);
     std::vector<Transfer> sends, recvs;
     for (int j = 0; j < P; ++j) {
       if (j == r) continue;
-      recvs.push_back({j, &(*shares)[size_t(j) * blocks], bytes});
-      sends.push_back({j, &(*shares)[size_t(r) * blocks], bytes});
+      recvs.push_back({j, shares->data() + size_t(j) * blocks, bytes});
+      sends.push_back({j, shares->data() + size_t(r) * blocks, bytes});
     }
     GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, uint64_t(2 * P)), recvs, sends,
                          "sign scale shares"));
@@ -171,44 +162,48 @@ class Sign final : public QuantAlgorithm {
     return Status::Ok();
   }
 
-  // Fills *decisions with every chunk's packed decision bits (chunk c at
-  // offsets_[c]).
-  Status ring(Context& ctx, const float* acc, size_t n, device::Buffer<uint8_t>* decisions) {
+  // Fills *decisions (host memory) with every chunk's packed decision bits
+  // (chunk c at offsets_[c]). Counts travel in host memory; the votes of a
+  // chunk are packed from acc on the device and added to the arriving
+  // counts there; one sync per step before the counts move on.
+  Status ring(Context& ctx, const float* acc, size_t n, device::HostArray<uint8_t>* decisions) {
     device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), r = ctx.net.rank();
     const int next = mod(r + 1, P), prev = mod(r - 1, P);
     auto range = [&](int c) { return chunkRange(n, P, c, 1); };
-    auto votesOf = [&](int c, device::Buffer<uint8_t>* v) {
-      v->assign(device::packedBytes(range(c).size, 1), 0);
-      return dev.signPack(acc + range(c).begin, range(c).size, v->data());
-    };
-    device::Buffer<uint8_t>& cur = device::bound(ringCur_, dev);
-    device::Buffer<uint8_t>& recv = device::bound(ringRecv_, dev);
-    device::Buffer<uint8_t>& votes = device::bound(ringVotes_, dev);
-    GC_CHECK(votesOf(mod(r - 1, P), &cur));  // counts of 1 rank at width 1 = the votes
+    device::HostArray<uint8_t>* cur = &ringA_.bind(dev);
+    device::HostArray<uint8_t>* other = &ringB_.bind(dev);
+    device::HostArray<uint8_t>& recv = ringRecv_.bind(dev);
+    device::DeviceArray<uint8_t>& votes = ringVotes_.bind(dev);
+    cur->resize(device::packedBytes(range(mod(r - 1, P)).size, 1));
+    // counts of 1 rank at width 1 = the votes
+    GC_CHECK(dev.signPack(acc + range(mod(r - 1, P)).begin, range(mod(r - 1, P)).size,
+                          cur->data()));
+    GC_CHECK(dev.sync());
     for (int i = 1; i < P; ++i) {
       // cur holds chunk (r - i) mod P, counted over i ranks.
       const int recvChunk = mod(r - i - 1, P);
       const int w = countBits(i);
-      recv.assign(device::packedBytes(range(recvChunk).size, w), 0);
+      const size_t len = range(recvChunk).size;
+      recv.resize(device::packedBytes(len, w));
       GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, uint64_t(i)),
-                           {{prev, recv.data(), recv.size()}}, {{next, cur.data(), cur.size()}},
+                           {{prev, recv.data(), recv.size()}}, {{next, cur->data(), cur->size()}},
                            "sign count reduce-scatter"));
-      GC_CHECK(votesOf(recvChunk, &votes));
-      cur.assign(device::packedBytes(range(recvChunk).size, countBits(i + 1)), 0);
-      Status s = dev.signCountAdd(recv.data(), w, i, votes.data(), range(recvChunk).size,
-                                  cur.data(), countBits(i + 1));
-      if (s.code() == Err::RemoteError)
-        return makeStatus(Err::RemoteError, "sign counts from rank %d: %s", prev,
-                          s.message().c_str());
-      GC_CHECK(s);
+      votes.resize(device::packedBytes(len, 1));
+      GC_CHECK(dev.signPack(acc + range(recvChunk).begin, len, votes.data()));
+      other->resize(device::packedBytes(len, countBits(i + 1)));
+      GC_CHECK(dev.signCountAdd(recv.data(), w, i, votes.data(), len, other->data(),
+                                countBits(i + 1), prev));
+      GC_CHECK(dev.sync());  // the counts to forward, and `recv` free again
+      std::swap(cur, other);
     }
     // cur: counts of all P ranks for chunk r.
     offsets_.assign(P + 1, 0);
     for (int c = 0; c < P; ++c) offsets_[c + 1] = offsets_[c] + device::packedBytes(range(c).size, 1);
-    decisions->assign(offsets_[P], 0);
-    GC_CHECK(dev.signMajority(cur.data(), countBits(P), range(r).size, P,
+    decisions->resize(offsets_[P]);
+    GC_CHECK(dev.signMajority(cur->data(), countBits(P), range(r).size, P,
                               decisions->data() + offsets_[r]));
+    GC_CHECK(dev.sync());
     for (int s = 0; s < P - 1; ++s) {
       const int sendChunk = mod(r - s, P), recvChunk = mod(r - s - 1, P);
       const size_t sendBytes = offsets_[sendChunk + 1] - offsets_[sendChunk];
@@ -224,8 +219,9 @@ class Sign final : public QuantAlgorithm {
   bool ef_ = false;
   std::vector<size_t> offsets_;
   size_t block_ = 1024;
-  std::vector<float> shares_;  // [rank][block]
-  device::Buffer<uint8_t> ringCur_, ringRecv_, ringVotes_;  // ring scratch, kept across calls
+  device::HostArray<float> shares_, scales_;  // [rank][block]; [block]
+  device::HostArray<uint8_t> ringA_, ringB_, ringRecv_;  // counts in flight (host)
+  device::DeviceArray<uint8_t> ringVotes_;                // a chunk's votes
 };
 
 // Central semantics: the elementwise majority of all ranks' votes, scaled by
@@ -251,16 +247,19 @@ class SignReference final : public QuantReference {
       for (int r = 0; r < P; ++r) positive += acc[r][i] > 0.0f ? 1 : 0;
       d[i] = 2 * positive > P ? 1.0f : -1.0f;
     }
-    std::vector<float> shares(size_t(P) * blocks);
-    for (int r = 0; r < P; ++r) sharesOf(acc[r].data(), d.data(), n, block, &shares[size_t(r) * blocks]);
-    out->resize(n);
-    scaleBlocks(d.data(), n, block, [&](size_t b) { return outputScale(shares, blocks, b, args.op); },
-                out->data());
-    contribution->assign(P, std::vector<float>(n));
+    device::Backend& cpu = device::cpuBackend();
+    std::vector<float> shares(size_t(P) * blocks), scales(blocks);
     for (int r = 0; r < P; ++r)
-      scaleBlocks(d.data(), n, block,
-                  [&](size_t b) { return contributionScale(shares, blocks, b, r); },
-                  (*contribution)[r].data());
+      GC_CHECK(cpu.blockDot(acc[r].data(), d.data(), n, block, &shares[size_t(r) * blocks]));
+    out->resize(n);
+    for (size_t b = 0; b < blocks; ++b) scales[b] = outputScale(shares, blocks, b, args.op);
+    GC_CHECK(cpu.expandBlocks(d.data(), n, block, scales.data(), out->data(), false));
+    contribution->assign(P, std::vector<float>(n));
+    for (int r = 0; r < P; ++r) {
+      for (size_t b = 0; b < blocks; ++b) scales[b] = contributionScale(shares, blocks, b, r);
+      GC_CHECK(cpu.expandBlocks(d.data(), n, block, scales.data(), (*contribution)[r].data(),
+                                false));
+    }
     return Status::Ok();
   }
 

@@ -63,7 +63,7 @@ Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any) {
 namespace {
 
 Status ringAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                     std::vector<device::Buffer<uint8_t>>* blocks) {
+                     std::vector<device::HostArray<uint8_t>>* blocks) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   const int next = (me + 1) % P, prev = (me - 1 + P) % P;
   for (int s = 0; s < P - 1; ++s) {
@@ -88,7 +88,7 @@ Status ringAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& cap
 // ranks sharing its rank's high bits. A message is u64 lengths of the
 // sender's 2^r blocks followed by their bytes.
 Status doublingAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                         std::vector<device::Buffer<uint8_t>>* blocks) {
+                         std::vector<device::HostArray<uint8_t>>* blocks) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   std::vector<uint8_t> out, in;
   int round = 0;
@@ -118,7 +118,7 @@ Status doublingAllgather(Context& ctx, uint64_t step, const std::vector<size_t>&
                  "allgather: rank %d announced a %llu-byte block for rank %d (limit %zu, %zu "
                  "bytes left)", peer, (unsigned long long)len, peerFirst + i,
                  caps[peerFirst + i], got - pos);
-      (*blocks)[peerFirst + i].assign(in.begin() + pos, in.begin() + pos + len);
+      (*blocks)[peerFirst + i].assign(in.data() + pos, size_t(len));
       pos += len;
     }
     GC_REQUIRE(pos == got, Err::RemoteError, "allgather: rank %d sent %zu bytes, blocks cover %zu",
@@ -130,11 +130,12 @@ Status doublingAllgather(Context& ctx, uint64_t step, const std::vector<size_t>&
 }  // namespace
 
 Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                       std::vector<device::Buffer<uint8_t>>* blocks) {
+                       std::vector<device::HostArray<uint8_t>>* blocks) {
   const int P = ctx.net.size();
   GC_REQUIRE(int(caps.size()) == P && int(blocks->size()) == P, Err::Internal,
              "allgatherBlocks: %zu caps / %zu blocks for %d ranks", caps.size(), blocks->size(), P);
-  for (auto& b : *blocks) device::bound(b, ctx.dev);  // receivers decode them with primitives
+  for (auto& b : *blocks) b.bind(ctx.dev);  // receivers decode them with primitives
+  GC_CHECK(ctx.dev.sync());
   if ((P & (P - 1)) == 0) return doublingAllgather(ctx, step, caps, blocks);
   return ringAllgather(ctx, step, caps, blocks);
 }
@@ -143,7 +144,8 @@ Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& 
                       std::vector<uint64_t>* all) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   const size_t bytes = mine.size() * 8;
-  std::vector<device::Buffer<uint8_t>> blocks(P);
+  std::vector<device::HostArray<uint8_t>> blocks;
+  for (int r = 0; r < P; ++r) blocks.emplace_back(ctx.dev);
   blocks[me].resize(bytes);
   if (bytes) std::memcpy(blocks[me].data(), mine.data(), bytes);
   GC_CHECK(allgatherBlocks(ctx, step, std::vector<size_t>(P, bytes), &blocks));

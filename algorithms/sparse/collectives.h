@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "device/buffer.h"
+#include "device/arrays.h"
 
 namespace gradcomp::algo::sparse {
 
@@ -36,12 +36,13 @@ class RequestSet {
 // ceil(log2 P) rounds of one word; steps [step, step + 32).
 Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any);
 
-// Allgather of byte blocks: (*blocks)[rank] holds this rank's block on entry,
-// every block on return. caps[r] bounds block r's size (checked on receipt).
-// Recursive doubling when P is a power of two, a ring otherwise.
-// Steps [step, step + 64).
+// Allgather of byte blocks (host memory of ctx.dev): (*blocks)[rank] holds
+// this rank's block on entry, every block on return. caps[r] bounds block
+// r's size (checked on receipt). Syncs first, so a block written by
+// primitives is complete before it is sent. Recursive doubling when P is a
+// power of two, a ring otherwise. Steps [step, step + 64).
 Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
-                       std::vector<device::Buffer<uint8_t>>* blocks);
+                       std::vector<device::HostArray<uint8_t>>* blocks);
 
 // Allgather of `mine.size()` words (the same size on every rank) into
 // all[r * size + i]. Steps [step, step + 64).

@@ -31,31 +31,32 @@ struct DsaKey {
 
 class Dsa final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
-                  device::Buffer<float>& acc, float* result) override {
+                  float* acc, const FrameStats&, float* result) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
     DsaKey& st = keys_[tensorKey(args)];
     if (st.count != n) st = DsaKey{n, 0, {}};
     const bool repartition = st.calls++ % uint64_t(params.tau) == 0;
 
+    // Everything selected is contributed: the selection zeroes it in acc.
     Coo local(ctx.dev);
-    GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &local));
+    GC_CHECK(selectTopk(ctx.dev, acc, n, k, 0, &local, nullptr, /*zeroSelected=*/true));
     if (repartition || st.bounds.size() != size_t(P) + 1) {
       // Summed, not gathered (as oktopk): ~2 (P - 1) words per rank.
-      std::vector<uint64_t> sums = oktopk::proposeBoundaries(local, n, P);
+      std::vector<uint64_t> sums;
+      GC_CHECK(oktopk::proposeBoundaries(ctx.dev, local, n, P, &sums));
       GC_CHECK(allreduceSumWords(ctx, kStepBounds, &sums));
       st.bounds = oktopk::boundariesFromSums(sums, n, P);
     }
-    device::Buffer<float>& region = region_;  // kept across calls (no page faults)
+    device::DeviceArray<float>& region = region_;  // kept across calls (no page faults)
     GC_CHECK(oktopk::splitAndReduce(ctx, local, st.bounds, k, &region));
     Coo sum(ctx.dev);
     GC_CHECK(oktopk::gatherRegions(ctx, region, st.bounds, k, &sum));
-    GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, local.idx.data(), local.size()));
     return ctx.dev.scatterAdd(result, n, 0, sum.idx.data(), sum.val.data(), sum.size());
   }
 
   std::map<uint64_t, DsaKey> keys_;
-  device::Buffer<float> region_;
+  device::DeviceArray<float> region_;
 };
 
 class DsaReference final : public SparseReference {
@@ -70,28 +71,31 @@ class DsaReference final : public SparseReference {
     DsaKey& st = keys_[tensorKey(args)];
     if (st.count != n) st = DsaKey{n, 0, {}};
     const bool repartition = st.calls++ % uint64_t(frame().params().tau) == 0;
-    std::vector<Coo> local(P);
+    std::vector<Coo> local;
     std::vector<uint64_t> proposals;
     for (int r = 0; r < P; ++r) {
-      GC_CHECK(selectTopk(cpu, frame().acc(r).data(), n, k, 0, &local[r]));
-      const auto b = oktopk::proposeBoundaries(local[r], n, P);
+      local.emplace_back(cpu);
+      GC_CHECK(selectTopk(cpu, frame().acc(r), n, k, 0, &local[r]));
+      std::vector<uint64_t> b;
+      GC_CHECK(oktopk::proposeBoundaries(cpu, local[r], n, P, &b));
       proposals.insert(proposals.end(), b.begin(), b.end());
     }
     if (repartition || st.bounds.size() != size_t(P) + 1)
       st.bounds = oktopk::combineBoundaries(proposals, n, P);
+    std::vector<std::vector<size_t>> starts(P);
+    for (int r = 0; r < P; ++r) GC_CHECK(rangesOf(cpu, local[r], st.bounds, &starts[r]));
     for (int j = 0; j < P; ++j)
       for (int s = 0; s < P; ++s) {  // the schedule's order: j, j-1, ..., j+1
-        const Coo& src = local[(j - s + P) % P];
-        size_t first = 0, last = 0;
-        oktopk::rangeOf(src, st.bounds[j], st.bounds[j + 1], &first, &last);
-        GC_CHECK(cpu.scatterAdd(reduced.data(), n, 0, src.idx.data() + first,
-                                src.val.data() + first, last - first));
+        const int r = (j - s + P) % P;
+        const Coo& src = local[r];
+        GC_CHECK(cpu.scatterAdd(reduced.data(), n, 0, src.idx.data() + starts[r][j],
+                                src.val.data() + starts[r][j], starts[r][j + 1] - starts[r][j]));
       }
     // What travels is the non-zeros (|v| > 0): -0.0 sums come back as +0.0.
     for (float& v : reduced)
       if (v == 0.0f) v = 0.0f;
     for (int r = 0; r < P; ++r)
-      GC_CHECK(cpu.scatterZero(frame().acc(r).data(), n, 0, local[r].idx.data(), local[r].size()));
+      GC_CHECK(cpu.scatterZero(frame().acc(r), n, 0, local[r].idx.data(), local[r].size()));
     return Status::Ok();
   }
 

@@ -22,27 +22,25 @@ int treeSize(int P) {
 
 Status mergeTopk(device::Backend& dev, const Coo& a, const Coo& b, size_t k, Coo* out) {
   Coo sum(dev);
-  sum.idx.reserve(a.size() + b.size());
-  sum.val.reserve(a.size() + b.size());
-  size_t i = 0, j = 0;
-  while (i < a.size() || j < b.size()) {
-    if (j == b.size() || (i < a.size() && a.idx[i] < b.idx[j])) {
-      sum.idx.push_back(a.idx[i]), sum.val.push_back(a.val[i++]);
-    } else if (i == a.size() || b.idx[j] < a.idx[i]) {
-      sum.idx.push_back(b.idx[j]), sum.val.push_back(b.val[j++]);
-    } else {
-      sum.idx.push_back(a.idx[i]), sum.val.push_back(a.val[i++] + b.val[j++]);
-    }
-  }
+  sum.resize(std::max<size_t>(a.size() + b.size(), 1));
+  size_t count = 0;
+  GC_CHECK(dev.mergeAdd(a.idx.data(), a.val.data(), a.size(), b.idx.data(), b.val.data(),
+                        b.size(), sum.idx.data(), sum.val.data(), sum.idx.size(), &count));
+  GC_CHECK(dev.sync());
+  sum.resize(count);
   return selectTopkCoo(dev, sum, k, out);
 }
 
-void keepSurvivors(const device::Buffer<uint64_t>& kept, device::Buffer<uint64_t>* alive) {
-  device::Buffer<uint64_t> both(alive->get_allocator());
-  both.reserve(std::min(kept.size(), alive->size()));
-  std::set_intersection(alive->begin(), alive->end(), kept.begin(), kept.end(),
-                        std::back_inserter(both));
-  alive->swap(both);
+Status keepSurvivors(device::Backend& dev, const device::DeviceArray<uint64_t>& kept,
+                     device::DeviceArray<uint64_t>* alive) {
+  device::DeviceArray<uint64_t> both(dev, std::max<size_t>(std::min(kept.size(), alive->size()), 1));
+  size_t count = 0;
+  GC_CHECK(dev.intersect(alive->data(), alive->size(), kept.data(), kept.size(), both.data(),
+                         both.size(), &count));
+  GC_CHECK(dev.sync());
+  both.resize(count);
+  *alive = std::move(both);
+  return Status::Ok();
 }
 
 namespace {
@@ -54,10 +52,12 @@ constexpr uint64_t kStepFold = 0x40000, kStepRounds = 0x40100, kStepResult = 0x4
 // most k entries from recvFrom (-1: none) into *theirs, both on tag `step`.
 Status exchange(Context& ctx, uint64_t step, size_t n, size_t k, int sendTo, const Coo& mine,
                 int recvFrom, Coo* theirs) {
-  Bytes out = device::makeBuffer<uint8_t>(ctx.dev);
-  Bytes in = device::makeBuffer<uint8_t>(ctx.dev, wireBound(n, k));
-  if (sendTo >= 0)
-    GC_CHECK(encodeSparse(ctx.dev, mine.idx.data(), mine.val.data(), mine.size(), 0, n, &out));
+  device::Backend& dev = ctx.dev;
+  Bytes out(dev), in(dev, wireBound(n, k));
+  if (sendTo >= 0) {
+    GC_CHECK(encodeSparse(dev, SparsePiece{&mine, 0, mine.size(), 0, n}, &out));
+    GC_CHECK(dev.sync());
+  }
   size_t got = 0;
   RequestSet req(ctx.net);
   if (recvFrom >= 0)
@@ -65,87 +65,84 @@ Status exchange(Context& ctx, uint64_t step, size_t n, size_t k, int sendTo, con
   if (sendTo >= 0) GC_CHECK(req.send(sendTo, makeTag(ctx.callSeq, step), out.data(), out.size()));
   GC_CHECK(req.waitAll());
   if (recvFrom < 0) return Status::Ok();
-  theirs->bind(ctx.dev);
-  theirs->idx.resize(k);
-  theirs->val.resize(k);
+  theirs->bind(dev);
+  theirs->resize(k);
   size_t nnz = 0, used = 0;
-  GC_CHECK(decodeSparse(ctx.dev, in.data(), got, 0, n, theirs->idx.data(), theirs->val.data(), k,
-                        &nnz, &used));
+  GC_CHECK(decodeSparse(dev, in.data(), got, 0, n, theirs->idx.data(), theirs->val.data(), k,
+                        recvFrom, &nnz, &used));
   GC_REQUIRE(used == got, Err::RemoteError, "gtopk: rank %d's message has %zu bytes after its end",
              recvFrom, got - used);
-  theirs->idx.resize(nnz);
-  theirs->val.resize(nnz);
-  return Status::Ok();
+  theirs->resize(nnz);
+  return dev.sync();  // the decode reads `in`
 }
 
 // The extra rank learns which of its entries survived: a sorted index list
-// that must be a subset of its own selection.
+// that must be a subset of its own selection (checked on the device).
 Status recvSurvivors(Context& ctx, int from, size_t k, const Coo& local,
-                     device::Buffer<uint64_t>* alive) {
-  alive->assign(k + 1, 0);  // never a zero-size buffer
+                     device::DeviceArray<uint64_t>* alive) {
+  device::HostArray<uint64_t> in(ctx.dev, k + 1);  // never a zero-size buffer
   size_t got = 0;
   RequestSet req(ctx.net);
-  GC_CHECK(req.recv(from, makeTag(ctx.callSeq, kStepSurvivors), alive->data(),
-                    alive->size() * sizeof(uint64_t), &got));
+  GC_CHECK(req.recv(from, makeTag(ctx.callSeq, kStepSurvivors), in.data(),
+                    in.size() * sizeof(uint64_t), &got));
   GC_CHECK(req.waitAll());
   GC_REQUIRE(got % sizeof(uint64_t) == 0 && got / sizeof(uint64_t) <= k, Err::RemoteError,
              "gtopk: rank %d sent a %zu-byte survivor list (expected a multiple of 8, at most "
              "%zu entries)", from, got, k);
-  alive->resize(got / sizeof(uint64_t));
-  GC_REQUIRE(std::adjacent_find(alive->begin(), alive->end(), std::greater_equal<uint64_t>()) ==
-                     alive->end() &&
-                 std::includes(local.idx.begin(), local.idx.end(), alive->begin(), alive->end()),
-             Err::RemoteError,
-             "gtopk: rank %d's survivor list is not an increasing subset of this rank's "
-             "selection", from);
-  return Status::Ok();
+  GC_CHECK(alive->bind(ctx.dev).assign(in.data(), got / sizeof(uint64_t)));
+  GC_CHECK(ctx.dev.checkSubset(alive->data(), alive->size(), local.idx.data(), local.size(), from));
+  return ctx.dev.sync();  // the copy reads `in`; the check's verdict
 }
 
 class GTopk final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
-                  device::Buffer<float>& acc, float* result) override {
+                  float* acc, const FrameStats&, float* result) override {
+    device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), me = ctx.net.rank(), P2 = treeSize(P);
     const size_t n = args.count;
-
-    Coo local(ctx.dev), cur(ctx.dev);
-    GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &local));
-    device::Buffer<uint64_t> alive = local.idx;  // copies take the allocator: ctx.dev
+    Coo local(dev), cur(dev);
+    GC_CHECK(selectTopk(dev, acc, n, k, 0, &local));
+    device::DeviceArray<uint64_t> alive(dev);
+    GC_CHECK(alive.assign(local.idx));
     if (me >= P2) {  // extra rank: fold into me - P2, get the result back
       GC_CHECK(exchange(ctx, kStepFold, n, k, me - P2, local, -1, nullptr));
       GC_CHECK(exchange(ctx, kStepResult, n, k, -1, local, me - P2, &cur));
       GC_CHECK(recvSurvivors(ctx, me - P2, k, local, &alive));
     } else {
       const int extra = me + P2 < P ? me + P2 : -1;
-      auto extraAlive = device::makeBuffer<uint64_t>(ctx.dev);
-      cur = local;
+      device::DeviceArray<uint64_t> extraAlive(dev);
+      GC_CHECK(cur.assign(local));
       if (extra >= 0) {
-        Coo theirs(ctx.dev), merged(ctx.dev);
+        Coo theirs(dev), merged(dev);
         GC_CHECK(exchange(ctx, kStepFold, n, k, -1, cur, extra, &theirs));
-        GC_CHECK(mergeTopk(ctx.dev, cur, theirs, k, &merged));
-        extraAlive = theirs.idx;
-        keepSurvivors(merged.idx, &extraAlive);
-        keepSurvivors(merged.idx, &alive);
+        GC_CHECK(mergeTopk(dev, cur, theirs, k, &merged));
+        GC_CHECK(extraAlive.assign(theirs.idx));
+        GC_CHECK(keepSurvivors(dev, merged.idx, &extraAlive));
+        GC_CHECK(keepSurvivors(dev, merged.idx, &alive));
         cur = std::move(merged);
       }
       int round = 0;
       for (int d = 1; d < P2; d *= 2, ++round) {
-        Coo theirs(ctx.dev), merged(ctx.dev);
+        Coo theirs(dev), merged(dev);
         GC_CHECK(exchange(ctx, kStepRounds + round, n, k, me ^ d, cur, me ^ d, &theirs));
-        GC_CHECK(mergeTopk(ctx.dev, cur, theirs, k, &merged));
-        keepSurvivors(merged.idx, &alive);
-        if (extra >= 0) keepSurvivors(merged.idx, &extraAlive);
+        GC_CHECK(mergeTopk(dev, cur, theirs, k, &merged));
+        GC_CHECK(keepSurvivors(dev, merged.idx, &alive));
+        if (extra >= 0) GC_CHECK(keepSurvivors(dev, merged.idx, &extraAlive));
         cur = std::move(merged);
       }
       if (extra >= 0) {
         GC_CHECK(exchange(ctx, kStepResult, n, k, extra, cur, -1, nullptr));
+        device::HostArray<uint64_t> list(dev, extraAlive.size());
+        GC_CHECK(dev.copy(list.data(), extraAlive.data(), extraAlive.size() * sizeof(uint64_t)));
+        GC_CHECK(dev.sync());
         RequestSet req(ctx.net);
-        GC_CHECK(req.send(extra, makeTag(ctx.callSeq, kStepSurvivors), extraAlive.data(),
-                          extraAlive.size() * sizeof(uint64_t)));
+        GC_CHECK(req.send(extra, makeTag(ctx.callSeq, kStepSurvivors), list.data(),
+                          list.size() * sizeof(uint64_t)));
         GC_CHECK(req.waitAll());
       }
     }
-    GC_CHECK(ctx.dev.scatterZero(acc.data(), n, 0, alive.data(), alive.size()));
-    return ctx.dev.scatterAdd(result, n, 0, cur.idx.data(), cur.val.data(), cur.size());
+    GC_CHECK(dev.scatterZero(acc, n, 0, alive.data(), alive.size()));
+    return dev.scatterAdd(result, n, 0, cur.idx.data(), cur.val.data(), cur.size());
   }
 };
 
@@ -161,31 +158,33 @@ class GTopkReference final : public SparseReference {
     const int P = frame().nranks(), P2 = treeSize(P);
     const size_t n = args.count;
     std::vector<Coo> local(P), cur(P2);
-    std::vector<device::Buffer<uint64_t>> alive(P);
+    std::vector<device::DeviceArray<uint64_t>> alive;
     for (int r = 0; r < P; ++r) {
-      GC_CHECK(selectTopk(cpu, frame().acc(r).data(), n, k, 0, &local[r]));
-      alive[r] = local[r].idx;
+      GC_CHECK(selectTopk(cpu, frame().acc(r), n, k, 0, &local[r]));
+      alive.emplace_back(cpu);
+      GC_CHECK(alive[r].assign(local[r].idx));
     }
     // After each merge, rank r < P2 and its extra keep what survived.
-    auto survive = [&](int r) {
-      keepSurvivors(cur[r].idx, &alive[r]);
-      if (r + P2 < P) keepSurvivors(cur[r].idx, &alive[r + P2]);
+    auto survive = [&](int r) -> Status {
+      GC_CHECK(keepSurvivors(cpu, cur[r].idx, &alive[r]));
+      if (r + P2 < P) GC_CHECK(keepSurvivors(cpu, cur[r].idx, &alive[r + P2]));
+      return Status::Ok();
     };
     for (int r = 0; r < P2; ++r) {
-      cur[r] = local[r];
+      GC_CHECK(cur[r].assign(local[r]));
       if (r + P2 < P) {
         GC_CHECK(mergeTopk(cpu, local[r], local[r + P2], k, &cur[r]));
-        survive(r);
+        GC_CHECK(survive(r));
       }
     }
     for (int d = 1; d < P2; d *= 2) {
       std::vector<Coo> next(P2);
       for (int r = 0; r < P2; ++r) GC_CHECK(mergeTopk(cpu, cur[r], cur[r ^ d], k, &next[r]));
       cur.swap(next);
-      for (int r = 0; r < P2; ++r) survive(r);
+      for (int r = 0; r < P2; ++r) GC_CHECK(survive(r));
     }
     for (int r = 0; r < P; ++r)
-      GC_CHECK(cpu.scatterZero(frame().acc(r).data(), n, 0, alive[r].data(), alive[r].size()));
+      GC_CHECK(cpu.scatterZero(frame().acc(r), n, 0, alive[r].data(), alive[r].size()));
     return cpu.scatterAdd(sum.data(), n, 0, cur[0].idx.data(), cur[0].val.data(), cur[0].size());
   }
 };

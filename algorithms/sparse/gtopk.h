@@ -37,7 +37,8 @@ int treeSize(int P);
 // *out = Topk_k(a + b) (sorted COO; exact zeros never kept).
 Status mergeTopk(device::Backend& dev, const Coo& a, const Coo& b, size_t k, Coo* out);
 
-// alive = alive AND kept (both sorted index lists).
-void keepSurvivors(const device::Buffer<uint64_t>& kept, device::Buffer<uint64_t>* alive);
+// alive = alive AND kept (both sorted index lists, device memory). One sync.
+Status keepSurvivors(device::Backend& dev, const device::DeviceArray<uint64_t>& kept,
+                     device::DeviceArray<uint64_t>* alive);
 
 }  // namespace gradcomp::algo::sparse::gtopk

@@ -17,23 +17,31 @@ namespace {
 constexpr uint64_t kStepBounds = 0x30000;
 
 class OkTopk final : public SparseAlgorithm {
+  float fusedThreshold(const AllreduceArgs& args, const SparseParams& params) override {
+    auto it = keys_.find(tensorKey(args));
+    return it == keys_.end() ? -1.0f : reusedThreshold(it->second, args.count, params);
+  }
+
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
-                  device::Buffer<float>& acc, float* out) override {
+                  float* acc, const FrameStats& stats, float* out) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
     KeyState& st = keys_[tensorKey(args)];
+    const bool fused = reusedThreshold(st, n, params) >= 0;  // the frame counted above st.local.th
     if (st.count != n) st = KeyState{n, 0, {}, {}, {}};
     const Schedule sched = scheduleOf(st.compressedCalls++, params);
 
     Coo local(ctx.dev);
-    GC_CHECK(selectLocal(ctx.dev, acc.data(), n, k, sched.evaluate, &st.local, &local));
+    GC_CHECK(selectLocal(ctx.dev, acc, n, k, sched.evaluate, fused ? stats.above : kNotCounted,
+                         &st.local, &local));
     if (sched.repartition || st.bounds.size() != size_t(P) + 1) {
       // Summed, not gathered: ~2 (P - 1) words sent per rank, not (P - 1)^2.
-      std::vector<uint64_t> sums = proposeBoundaries(local, n, P);
+      std::vector<uint64_t> sums;
+      GC_CHECK(proposeBoundaries(ctx.dev, local, n, P, &sums));
       GC_CHECK(allreduceSumWords(ctx, kStepBounds, &sums));
       st.bounds = boundariesFromSums(sums, n, P);
     }
-    device::Buffer<float>& region = region_;
+    device::DeviceArray<float>& region = region_;
     GC_CHECK(splitAndReduce(ctx, local, st.bounds, k, &region));
     Coo result(ctx.dev);
     const bool globalExact = sched.evaluate || !st.global.valid;  // for the trace
@@ -44,7 +52,7 @@ class OkTopk final : public SparseAlgorithm {
              (unsigned long long)tensorKey(args), (unsigned long long)(st.compressedCalls - 1),
              sched.evaluate ? " (evaluate)" : globalExact ? " (global exact)" : "", n, k,
              local.size(), result.size());
-    GC_CHECK(zeroContribution(ctx.dev, acc.data(), n, local, result));
+    GC_CHECK(zeroContribution(ctx.dev, acc, n, local, result));
     return ctx.dev.scatterAdd(out, n, 0, result.idx.data(), result.val.data(),
                               result.size());
   }
@@ -52,7 +60,7 @@ class OkTopk final : public SparseAlgorithm {
   std::map<uint64_t, KeyState> keys_;
   // This rank's reduced region, kept across calls: a fresh n/P-float buffer
   // per call cost page faults on every call (perf, 100 MiB).
-  device::Buffer<float> region_;
+  device::DeviceArray<float> region_;
 };
 
 }  // namespace

@@ -61,20 +61,22 @@ struct KeyState {
 };
 
 // This call's local selection (sorted COO) and the next call's threshold.
-Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, bool evaluate,
-                   Threshold* state, Coo* out);
+// aboveReused: #{|acc| > state->th} when the caller counted it already (the
+// frame's fused pass), else kNotCounted.
+constexpr size_t kNotCounted = ~size_t(0);
+Status selectLocal(device::Backend& dev, float* acc, size_t n, size_t k, bool evaluate,
+                   size_t aboveReused, Threshold* state, Coo* out);
 
 // One rank's proposed boundaries (P - 1 words): its selected indexes at
 // positions floor(cnt * j / P), j = 1..P-1; j * n / P when it selected nothing.
-std::vector<uint64_t> proposeBoundaries(const Coo& selected, size_t n, int P);
+Status proposeBoundaries(device::Backend& dev, const Coo& selected, size_t n, int P,
+                         std::vector<uint64_t>* proposals);
 // all = P proposals of P - 1 words: b[0] = 0, b[j] = floor(sum_r all[r][j-1] / P),
 // b[P] = n. Non-decreasing by construction.
 std::vector<uint64_t> combineBoundaries(const std::vector<uint64_t>& all, size_t n, int P);
 // The same from the P - 1 column sums sum_r all[r][j-1] (what the schedule's
 // integer allreduce of the proposals yields): b[j] = min(sums[j-1] / P, n).
 std::vector<uint64_t> boundariesFromSums(const std::vector<uint64_t>& sums, size_t n, int P);
-// Entries of the sorted list `sel` inside [lo, hi): [*first, *last).
-void rangeOf(const Coo& sel, uint64_t lo, uint64_t hi, size_t* first, size_t* last);
 
 // Evaluation: the exact global top-k of all reduced non-zeros (sorted COO).
 Status globalEvaluate(device::Backend& dev, const Coo& reduced, size_t k, Threshold* global,
@@ -88,19 +90,30 @@ Status globalFromCandidates(device::Backend& dev, const Coo& candidates, size_t 
 // acc[i] = 0 for i in local AND result (the entries this rank contributed).
 Status zeroContribution(device::Backend& dev, float* acc, size_t n, const Coo& local,
                         const Coo& result);
+// The entries of a dense region with |x| > threshold as COO (indexes base +
+// i), sized to what is selected. One sync.
+Status compactRegion(device::Backend& dev, const float* region, size_t len, float threshold,
+                     uint64_t base, Coo* out);
+
+// The threshold a call reuses, if it reuses one: the frame counts the
+// entries above it in its pass (SparseAlgorithm::fusedThreshold).
+inline float reusedThreshold(const KeyState& st, size_t n, const SparseParams& p) {
+  if (st.count != n || !st.local.valid || scheduleOf(st.compressedCalls, p).evaluate) return -1;
+  return st.local.th;
+}
 
 // Distributed phases (ctx.net); steps documented in the .cc files.
 // Rank me's region [bounds[me], bounds[me+1]) summed over every rank's local
 // selection (each holds at most k entries), into *region (dense fp32).
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
-                      size_t k, device::Buffer<float>* region);
+                      size_t k, device::DeviceArray<float>* region);
 // Every rank's reduced region non-zeros (each region holds at most P*k) to
 // every rank, in index order (allgatherBlocks, each in its smallest format).
-Status gatherRegions(Context& ctx, const device::Buffer<float>& region,
+Status gatherRegions(Context& ctx, const device::DeviceArray<float>& region,
                      const std::vector<uint64_t>& bounds, size_t k, Coo* all);
 // Global selection from the reduced regions: *result (sorted, identical on
 // every rank).
-Status globalPhase(Context& ctx, const device::Buffer<float>& region,
+Status globalPhase(Context& ctx, const device::DeviceArray<float>& region,
                    const std::vector<uint64_t>& bounds, size_t k, bool evaluate,
                    Threshold* global, Coo* result);
 

@@ -1,6 +1,10 @@
 // Ok-Topk global selection, balance and allgatherv (Algorithm 1 lines 9-13,
 // Figure 3). Tag steps: counts 0x20000, region allgather 0x20100, balance
 // 0x20200, final allgatherv 0x20300.
+//
+// Data path: reduced regions and every COO list stay in device memory; the
+// blocks of the allgathers are host messages encoded from and decoded into
+// them by primitives; the counts are control words.
 #include <algorithm>
 
 #include "algorithms/sparse/collectives.h"
@@ -14,35 +18,45 @@ namespace {
 constexpr uint64_t kStepCounts = 0x20000, kStepRegions = 0x20100, kStepBalance = 0x20200,
                    kStepFinal = 0x20300;
 
+// nnz announced by a message's header (0 when it is too short to have one:
+// decodeSparse then reports it).
+size_t headerCount(const Bytes& block) {
+  if (block.size() < kWireHeaderBytes) return 0;
+  uint64_t v = 0;
+  for (int b = 0; b < 8; ++b) v |= uint64_t(block[16 + b]) << (8 * b);
+  return size_t(v);
+}
+
 // Decodes the blocks gathered from every rank (block r over [bases[r],
 // bases[r] + counts[r]), at most caps[r] entries) and appends them in rank
-// order: sorted, since every block covers indexes above the previous one's.
+// order; the result must be strictly ascending (checked on the device).
 Status decodeAll(device::Backend& dev, const std::vector<Bytes>& blocks,
                  const std::vector<uint64_t>& bases, const std::vector<uint64_t>& counts,
                  const std::vector<size_t>& caps, Coo* all) {
-  all->clear();
+  size_t total = 0;
+  for (size_t r = 0; r < blocks.size(); ++r) total += std::min(headerCount(blocks[r]), caps[r]);
   all->bind(dev);
+  all->resize(total);
+  size_t at = 0;
   for (size_t r = 0; r < blocks.size(); ++r) {
-    const size_t at = all->size();
-    all->idx.resize(at + std::max<size_t>(caps[r], 1));
-    all->val.resize(at + std::max<size_t>(caps[r], 1));
     size_t nnz = 0, used = 0;
     GC_CHECK(decodeSparse(dev, blocks[r].data(), blocks[r].size(), bases[r], counts[r],
-                          all->idx.data() + at, all->val.data() + at, caps[r], &nnz, &used));
+                          all->idx.data() + at, all->val.data() + at,
+                          std::min(caps[r], total - at), int(r), &nnz, &used));
     GC_REQUIRE(used == blocks[r].size(), Err::RemoteError,
                "oktopk: rank %zu's block has %zu bytes after its end", r, blocks[r].size() - used);
-    GC_REQUIRE(at == 0 || nnz == 0 || all->idx[at] > all->idx[at - 1], Err::RemoteError,
-               "oktopk: rank %zu's block overlaps the previous ranks' indexes", r);
-    all->idx.resize(at + nnz);
-    all->val.resize(at + nnz);
+    at += nnz;
   }
-  return Status::Ok();
+  GC_REQUIRE(at == total, Err::Internal, "oktopk: decoded %zu of %zu announced entries", at, total);
+  // Blocks of later ranks hold later indexes.
+  return dev.checkAscending(all->idx.data(), all->size(), -1);
 }
 
 // Moves entries so that rank q holds global positions [T_q, T_{q+1}) with
 // T_q = floor(q K / P) (order preserved); *counts becomes the new counts.
 Status balance(Context& ctx, const Coo& mine, uint64_t n, std::vector<uint64_t>* counts,
                Coo* balanced) {
+  device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), me = ctx.net.rank();
   uint64_t K = 0;
   std::vector<uint64_t> S(P + 1, 0), T(P + 1, 0);
@@ -55,80 +69,68 @@ Status balance(Context& ctx, const Coo& mine, uint64_t n, std::vector<uint64_t>*
     if (*b < *a) *b = *a;
   };
   const uint64_t tag = transport::makeTag(ctx.callSeq, kStepBalance);
-  std::vector<Bytes> out = bytesOn(ctx.dev, P), in = bytesOn(ctx.dev, P);
+  std::vector<Bytes> out = bytesOn(dev, P), in = bytesOn(dev, P);
   std::vector<size_t> got(P, 0);
+  std::vector<SparsePiece> pieces;
+  std::vector<Bytes*> outs;
+  std::vector<int> sendTo;
+  for (int r = 0; r < P; ++r) {
+    uint64_t a, b;
+    overlap(me, r, &a, &b);  // what I send r
+    if (r == me || b <= a) continue;
+    pieces.push_back({&mine, size_t(a - S[me]), size_t(b - a), 0, n});
+    outs.push_back(&out[r]);
+    sendTo.push_back(r);
+  }
+  GC_CHECK(encodeSparse(dev, pieces, outs));
+  GC_CHECK(dev.sync());
   RequestSet req(ctx.net);
   for (int r = 0; r < P; ++r) {
-    if (r == me) continue;
     uint64_t a, b;
     overlap(r, me, &a, &b);  // what r sends me
-    if (b > a) {
-      in[r].resize(wireBound(n, b - a));
-      GC_CHECK(req.recv(r, tag, in[r].data(), in[r].size(), &got[r]));
-    }
-    overlap(me, r, &a, &b);  // what I send r
-    if (b > a) {
-      const size_t off = size_t(a - S[me]);
-      GC_CHECK(encodeSparse(ctx.dev, mine.idx.data() + off, mine.val.data() + off, size_t(b - a),
-                            0, n, &out[r]));
-      GC_CHECK(req.send(r, tag, out[r].data(), out[r].size()));
-    }
+    if (r == me || b <= a) continue;
+    in[r].resize(wireBound(n, b - a));
+    GC_CHECK(req.recv(r, tag, in[r].data(), in[r].size(), &got[r]));
   }
+  for (int r : sendTo) GC_CHECK(req.send(r, tag, out[r].data(), out[r].size()));
   GC_CHECK(req.waitAll());
-  balanced->clear();
-  balanced->bind(ctx.dev);
+  balanced->bind(dev);
+  balanced->resize(size_t(T[me + 1] - T[me]));
+  size_t at = 0;
   for (int r = 0; r < P; ++r) {
     uint64_t a, b;
     overlap(r, me, &a, &b);
     if (b <= a) continue;
-    const size_t at = balanced->size(), m = size_t(b - a);
+    const size_t m = size_t(b - a);
     if (r == me) {
       const size_t off = size_t(a - S[me]);
-      balanced->idx.insert(balanced->idx.end(), mine.idx.begin() + off, mine.idx.begin() + off + m);
-      balanced->val.insert(balanced->val.end(), mine.val.begin() + off, mine.val.begin() + off + m);
-      continue;
+      GC_CHECK(dev.copy(balanced->idx.data() + at, mine.idx.data() + off, m * 8));
+      GC_CHECK(dev.copy(balanced->val.data() + at, mine.val.data() + off, m * 4));
+    } else {
+      size_t nnz = 0, used = 0;
+      GC_CHECK(decodeSparse(dev, in[r].data(), got[r], 0, n, balanced->idx.data() + at,
+                            balanced->val.data() + at, m, r, &nnz, &used));
+      GC_REQUIRE(nnz == m && used == got[r], Err::RemoteError,
+                 "oktopk balance: rank %d sent %zu entries in %zu of %zu bytes, expected %zu", r,
+                 nnz, used, got[r], m);
     }
-    balanced->idx.resize(at + m);
-    balanced->val.resize(at + m);
-    size_t nnz = 0, used = 0;
-    GC_CHECK(decodeSparse(ctx.dev, in[r].data(), got[r], 0, n, balanced->idx.data() + at,
-                          balanced->val.data() + at, m, &nnz, &used));
-    GC_REQUIRE(nnz == m && used == got[r], Err::RemoteError,
-               "oktopk balance: rank %d sent %zu entries in %zu of %zu bytes, expected %zu", r, nnz,
-               used, got[r], m);
+    at += m;
   }
   for (int q = 0; q < P; ++q) (*counts)[q] = T[q + 1] - T[q];
-  return Status::Ok();
-}
-
-// The region's entries with |x| > threshold as COO. Counted first so the
-// lists are sized to what is selected, not to the region: zero-filling
-// region-sized lists every call cost more than the selection (perf, 100 MiB).
-Status compactRegion(device::Backend& dev, const device::Buffer<float>& region, float threshold,
-                     uint64_t base, Coo* out, size_t* count) {
-  size_t expected = 0;
-  out->bind(dev);
-  GC_CHECK(dev.countAbove(region.data(), region.size(), threshold, &expected));
-  out->idx.resize(std::max<size_t>(expected, 1));
-  out->val.resize(std::max<size_t>(expected, 1));
-  GC_CHECK(dev.compactAbove(region.data(), region.size(), threshold, 0, base, out->idx.data(),
-                            out->val.data(), expected, count));
-  GC_REQUIRE(*count == expected, Err::Internal,
-             "oktopk: compaction selected %zu entries where %zu were counted", *count, expected);
-  return Status::Ok();
+  return dev.sync();  // the decodes read `in`
 }
 
 }  // namespace
 
 // Every rank's reduced region non-zeros to every rank (evaluation calls).
-Status gatherRegions(Context& ctx, const device::Buffer<float>& region,
+Status gatherRegions(Context& ctx, const device::DeviceArray<float>& region,
                      const std::vector<uint64_t>& bounds, size_t k, Coo* all) {
+  device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), me = ctx.net.rank();
-  Coo mine(ctx.dev);
-  size_t cnt = 0;
-  GC_CHECK(compactRegion(ctx.dev, region, 0.0f, bounds[me], &mine, &cnt));
-  std::vector<Bytes> blocks = bytesOn(ctx.dev, P);
-  GC_CHECK(encodeSparse(ctx.dev, mine.idx.data(), mine.val.data(), cnt, bounds[me], region.size(),
+  Coo mine(dev);
+  GC_CHECK(compactRegion(dev, region.data(), region.size(), 0.0f, bounds[me], &mine));
+  std::vector<Bytes> blocks = bytesOn(dev, P);
+  GC_CHECK(encodeSparse(dev, SparsePiece{&mine, 0, mine.size(), bounds[me], region.size()},
                         &blocks[me]));
   std::vector<uint64_t> bases(P), counts(P);
   std::vector<size_t> caps(P), entryCaps(P);
@@ -139,23 +141,23 @@ Status gatherRegions(Context& ctx, const device::Buffer<float>& region,
     caps[r] = wireBound(counts[r], entryCaps[r]);
   }
   GC_CHECK(allgatherBlocks(ctx, kStepRegions, caps, &blocks));
-  return decodeAll(ctx.dev, blocks, bases, counts, entryCaps, all);
+  GC_CHECK(decodeAll(dev, blocks, bases, counts, entryCaps, all));
+  return dev.sync();  // the decodes read `blocks`
 }
 
-Status globalPhase(Context& ctx, const device::Buffer<float>& region,
+Status globalPhase(Context& ctx, const device::DeviceArray<float>& region,
                    const std::vector<uint64_t>& bounds, size_t k, bool evaluate,
                    Threshold* global, Coo* result) {
+  device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), me = ctx.net.rank();
   if (evaluate || !global->valid) {
-    Coo all(ctx.dev);
+    Coo all(dev);
     GC_CHECK(gatherRegions(ctx, region, bounds, k, &all));
-    return globalEvaluate(ctx.dev, all, k, global, result);
+    return globalEvaluate(dev, all, k, global, result);
   }
-  Coo mine(ctx.dev);
-  size_t cnt = 0;
-  GC_CHECK(compactRegion(ctx.dev, region, global->th, bounds[me], &mine, &cnt));
-  mine.idx.resize(cnt);
-  mine.val.resize(cnt);
+  Coo mine(dev);
+  GC_CHECK(compactRegion(dev, region.data(), region.size(), global->th, bounds[me], &mine));
+  const size_t cnt = mine.size();
   std::vector<uint64_t> counts;
   GC_CHECK(allgatherWords(ctx, kStepCounts, {uint64_t(cnt)}, &counts));
   for (int r = 0; r < P; ++r)  // counts size buffers below: a peer's must fit its region
@@ -165,23 +167,23 @@ Status globalPhase(Context& ctx, const device::Buffer<float>& region,
   uint64_t K = 0, maxCount = 0;
   for (uint64_t c : counts) K += c, maxCount = std::max(maxCount, c);
   const uint64_t n = bounds[P];
-  Coo piece(ctx.dev);
+  Coo piece(dev);
   if (maxCount * uint64_t(P) > 4 * K) GC_CHECK(balance(ctx, mine, n, &counts, &piece));
   else piece = std::move(mine);
 
-  std::vector<Bytes> blocks = bytesOn(ctx.dev, P);
-  GC_CHECK(encodeSparse(ctx.dev, piece.idx.data(), piece.val.data(), piece.size(), 0, n,
-                        &blocks[me]));
+  std::vector<Bytes> blocks = bytesOn(dev, P);
+  GC_CHECK(encodeSparse(dev, SparsePiece{&piece, 0, piece.size(), 0, n}, &blocks[me]));
   std::vector<size_t> caps(P), entryCaps(P);
   for (int r = 0; r < P; ++r) entryCaps[r] = size_t(counts[r]), caps[r] = wireBound(n, counts[r]);
   GC_CHECK(allgatherBlocks(ctx, kStepFinal, caps, &blocks));
-  Coo candidates(ctx.dev);
-  GC_CHECK(decodeAll(ctx.dev, blocks, std::vector<uint64_t>(P, 0), std::vector<uint64_t>(P, n),
+  Coo candidates(dev);
+  GC_CHECK(decodeAll(dev, blocks, std::vector<uint64_t>(P, 0), std::vector<uint64_t>(P, n),
                      entryCaps, &candidates));
   GC_REQUIRE(candidates.size() == K, Err::RemoteError,
              "oktopk: allgatherv delivered %zu candidates, the counts announced %llu",
              candidates.size(), (unsigned long long)K);
-  return globalFromCandidates(ctx.dev, candidates, k, global, result);
+  GC_CHECK(globalFromCandidates(dev, candidates, k, global, result));
+  return dev.sync();  // the decodes read `blocks`
 }
 
 }  // namespace gradcomp::algo::sparse::oktopk

@@ -5,18 +5,20 @@
 
 namespace gradcomp::algo::sparse::oktopk {
 
-Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, bool evaluate,
-                   Threshold* state, Coo* out) {
-  size_t count = 0;
+Status selectLocal(device::Backend& dev, float* acc, size_t n, size_t k, bool evaluate,
+                   size_t aboveReused, Threshold* state, Coo* out) {
+  out->bind(dev);
   if (!evaluate && state->valid) {
-    GC_CHECK(dev.countAbove(acc, n, state->th, &count));
+    size_t count = aboveReused;
+    if (count == kNotCounted) {
+      GC_CHECK(dev.countAbove(acc, n, state->th, &count));
+      GC_CHECK(dev.sync());
+    }
     // Under half of k: re-select exactly now (rank-local, compute only).
     if (count <= k && 2 * count >= k) {
-      out->idx.resize(count);
-      out->val.resize(count);
-      size_t got = 0;
+      out->resize(count);
       GC_CHECK(dev.compactAbove(acc, n, state->th, 0, 0, out->idx.data(), out->val.data(), count,
-                                &got));
+                                nullptr, false));
       if (4 * count < 3 * k) state->th = state->th / 1.012f;
       return Status::Ok();
     }
@@ -25,13 +27,10 @@ Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, b
       // threshold: select among those (about k) instead of all n. Same
       // threshold and ties (index order) as selecting over acc.
       Coo above(dev);
-      above.idx.resize(count);
-      above.val.resize(count);
-      size_t got = 0;
+      above.resize(count);
       GC_CHECK(dev.compactAbove(acc, n, state->th, 0, 0, above.idx.data(), above.val.data(),
-                                count, &got));
-      GC_CHECK(selectTopkCoo(dev, above, k, out, &state->th));
-      return Status::Ok();
+                                count, nullptr, false));
+      return selectTopkCoo(dev, above, k, out, &state->th);
     }
   }
   // Exact: evaluation call, first call, or the reused threshold admitted
@@ -41,12 +40,23 @@ Status selectLocal(device::Backend& dev, const float* acc, size_t n, size_t k, b
   return Status::Ok();
 }
 
-std::vector<uint64_t> proposeBoundaries(const Coo& selected, size_t n, int P) {
-  std::vector<uint64_t> b(P - 1);
+Status proposeBoundaries(device::Backend& dev, const Coo& selected, size_t n, int P,
+                         std::vector<uint64_t>* proposals) {
+  proposals->assign(P - 1, 0);
   const size_t cnt = selected.size();
-  for (int j = 1; j < P; ++j)
-    b[j - 1] = cnt ? selected.idx[cnt * size_t(j) / size_t(P)] : uint64_t(n) * j / P;
-  return b;
+  if (cnt == 0) {
+    for (int j = 1; j < P; ++j) (*proposals)[j - 1] = uint64_t(n) * j / P;
+    return Status::Ok();
+  }
+  // The P - 1 indexes at positions floor(cnt * j / P): control words.
+  device::HostArray<uint64_t> pos(dev), picked(dev);
+  pos.resize(P - 1);
+  picked.resize(P - 1);
+  for (int j = 1; j < P; ++j) pos[j - 1] = cnt * size_t(j) / size_t(P);
+  GC_CHECK(dev.gather(picked.data(), selected.idx.data(), cnt, pos.data(), pos.size()));
+  GC_CHECK(dev.sync());
+  proposals->assign(picked.begin(), picked.end());
+  return Status::Ok();
 }
 
 std::vector<uint64_t> combineBoundaries(const std::vector<uint64_t>& all, size_t n, int P) {
@@ -63,18 +73,13 @@ std::vector<uint64_t> boundariesFromSums(const std::vector<uint64_t>& sums, size
   return b;
 }
 
-void rangeOf(const Coo& sel, uint64_t lo, uint64_t hi, size_t* first, size_t* last) {
-  *first = size_t(std::lower_bound(sel.idx.begin(), sel.idx.end(), lo) - sel.idx.begin());
-  *last = size_t(std::lower_bound(sel.idx.begin(), sel.idx.end(), hi) - sel.idx.begin());
-}
-
 Status globalEvaluate(device::Backend& dev, const Coo& reduced, size_t k, Threshold* global,
                       Coo* result) {
   global->valid = true;
   if (reduced.size() <= k) {  // everything qualifies; a threshold of 0 keeps it so
     global->th = 0;
-    *result = reduced;
-    return Status::Ok();
+    result->bind(dev);
+    return result->assign(reduced);
   }
   return selectTopkCoo(dev, reduced, k, result, &global->th);
 }
@@ -85,10 +90,10 @@ Status globalFromCandidates(device::Backend& dev, const Coo& candidates, size_t 
   if (K > k) {
     // The candidates are every reduced value above the old threshold, so
     // their k-th largest is the exact global threshold: re-evaluated for free.
-    GC_CHECK(selectTopkCoo(dev, candidates, k, result, &global->th));
-    return Status::Ok();
+    return selectTopkCoo(dev, candidates, k, result, &global->th);
   }
-  *result = candidates;
+  result->bind(dev);
+  GC_CHECK(result->assign(candidates));
   // K is the same on every rank, so is this decision. Under half of k: the
   // next call evaluates the global threshold exactly (not when it is 0: that
   // admits every non-zero already); under 3k/4: nudge.
@@ -99,11 +104,22 @@ Status globalFromCandidates(device::Backend& dev, const Coo& candidates, size_t 
 
 Status zeroContribution(device::Backend& dev, float* acc, size_t n, const Coo& local,
                         const Coo& result) {
-  auto both = device::makeBuffer<uint64_t>(dev);
-  both.reserve(std::min(local.size(), result.size()));
-  std::set_intersection(local.idx.begin(), local.idx.end(), result.idx.begin(), result.idx.end(),
-                        std::back_inserter(both));
-  return dev.scatterZero(acc, n, 0, both.data(), both.size());
+  return dev.zeroIntersection(acc, n, 0, local.idx.data(), local.size(), result.idx.data(),
+                              result.size());
+}
+
+Status compactRegion(device::Backend& dev, const float* region, size_t len, float threshold,
+                     uint64_t base, Coo* out) {
+  // Counted first so the lists are sized to what is selected, not to the
+  // region: zero-filling region-sized lists every call cost more than the
+  // selection (perf, 100 MiB).
+  size_t expected = 0;
+  out->bind(dev);
+  GC_CHECK(dev.countAbove(region, len, threshold, &expected));
+  GC_CHECK(dev.sync());
+  out->resize(expected);
+  return dev.compactAbove(const_cast<float*>(region), len, threshold, 0, base, out->idx.data(),
+                          out->val.data(), expected, nullptr, false);
 }
 
 }  // namespace gradcomp::algo::sparse::oktopk

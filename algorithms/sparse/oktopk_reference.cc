@@ -22,54 +22,47 @@ class OkTopkReference final : public SparseReference {
     if (st.count != n) st = State{n, 0, std::vector<Threshold>(P), {}, {}};
     const Schedule sched = scheduleOf(st.compressedCalls++, frame().params());
 
-    std::vector<Coo> local(P);
-    for (int r = 0; r < P; ++r)
-      GC_CHECK(selectLocal(cpu, frame().acc(r).data(), n, k, sched.evaluate, &st.local[r],
+    std::vector<Coo> local;
+    for (int r = 0; r < P; ++r) {
+      local.emplace_back(cpu);
+      GC_CHECK(selectLocal(cpu, frame().acc(r), n, k, sched.evaluate, kNotCounted, &st.local[r],
                            &local[r]));
+    }
     if (sched.repartition || st.bounds.size() != size_t(P) + 1) {
       std::vector<uint64_t> all;
       for (int r = 0; r < P; ++r) {
-        const auto b = proposeBoundaries(local[r], n, P);
+        std::vector<uint64_t> b;
+        GC_CHECK(proposeBoundaries(cpu, local[r], n, P, &b));
         all.insert(all.end(), b.begin(), b.end());
       }
       st.bounds = combineBoundaries(all, n, P);
     }
     // Region j sums sources j, j-1, ..., j+1 (mod P), like the rotated schedule.
     std::vector<float> reduced(n, 0.0f);
+    std::vector<std::vector<size_t>> starts(P);
+    for (int r = 0; r < P; ++r) GC_CHECK(rangesOf(cpu, local[r], st.bounds, &starts[r]));
     for (int j = 0; j < P; ++j)
       for (int s = 0; s < P; ++s) {
-        const Coo& src = local[(j - s + P) % P];
-        size_t first = 0, last = 0;
-        rangeOf(src, st.bounds[j], st.bounds[j + 1], &first, &last);
-        GC_CHECK(cpu.scatterAdd(reduced.data(), n, 0, src.idx.data() + first,
-                                src.val.data() + first, last - first));
+        const int r = (j - s + P) % P;
+        const Coo& src = local[r];
+        GC_CHECK(cpu.scatterAdd(reduced.data(), n, 0, src.idx.data() + starts[r][j],
+                                src.val.data() + starts[r][j], starts[r][j + 1] - starts[r][j]));
       }
-    Coo result;
+    Coo result(cpu);
     bool evaluated = sched.evaluate || !st.global.valid;
     if (!evaluated) {
       Coo candidates;
-      GC_CHECK(compact(reduced, st.global.th, &candidates));
+      GC_CHECK(compactRegion(cpu, reduced.data(), n, st.global.th, 0, &candidates));
       GC_CHECK(globalFromCandidates(cpu, candidates, k, &st.global, &result));
     }
     if (evaluated) {
       Coo all;
-      GC_CHECK(compact(reduced, 0.0f, &all));
+      GC_CHECK(compactRegion(cpu, reduced.data(), n, 0.0f, 0, &all));
       GC_CHECK(globalEvaluate(cpu, all, k, &st.global, &result));
     }
     for (int r = 0; r < P; ++r)
-      GC_CHECK(zeroContribution(cpu, frame().acc(r).data(), n, local[r], result));
+      GC_CHECK(zeroContribution(cpu, frame().acc(r), n, local[r], result));
     return cpu.scatterAdd(sum.data(), n, 0, result.idx.data(), result.val.data(), result.size());
-  }
-
-  static Status compact(const std::vector<float>& x, float th, Coo* out) {
-    out->idx.resize(x.size());
-    out->val.resize(x.size());
-    size_t cnt = 0;
-    GC_CHECK(device::cpuBackend().compactAbove(x.data(), x.size(), th, 0, 0, out->idx.data(),
-                                               out->val.data(), x.size(), &cnt));
-    out->idx.resize(cnt);
-    out->val.resize(cnt);
-    return Status::Ok();
   }
   struct State {
     size_t count = 0;

@@ -6,6 +6,11 @@
 // needed: a receive is posted with the bound of its message (at most k
 // entries over the region, wire_format.h), and the transport reports the
 // length. Tag step 0x10000.
+//
+// Data path: the local selection stays in device memory; its P - 1 pieces
+// are encoded straight into host messages (one sync for their sizes, one
+// before sending), arrivals are decoded from host memory into one device
+// COO buffer and scatter-added into the region in the rotated order.
 #include <algorithm>
 #include <memory>
 
@@ -20,30 +25,36 @@ constexpr int kMaxInFlight = 4;
 }  // namespace
 
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
-                      size_t k, device::Buffer<float>* region) {
+                      size_t k, device::DeviceArray<float>* region) {
+  device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), me = ctx.net.rank();
   const uint64_t lo = bounds[me], len = bounds[me + 1] - lo;
   const uint64_t tag = transport::makeTag(ctx.callSeq, kStepSplit);
-  device::bound(*region, ctx.dev).assign(len, 0.0f);
+  GC_CHECK(region->bind(dev).assignZero(len));
 
+  // Where each destination's entries start in the sorted selection.
+  std::vector<size_t> starts;
+  GC_CHECK(rangesOf(dev, local, bounds, &starts));
   // Own entries first (step 0 of the reduce order).
-  size_t first = 0, last = 0;
-  rangeOf(local, lo, lo + len, &first, &last);
-  GC_CHECK(ctx.dev.scatterAdd(region->data(), len, lo, local.idx.data() + first,
-                              local.val.data() + first, last - first));
+  GC_CHECK(dev.scatterAdd(region->data(), len, lo, local.idx.data() + starts[me],
+                          local.val.data() + starts[me], starts[me + 1] - starts[me]));
   if (P == 1) return Status::Ok();
 
   // Outgoing pieces, one message per destination (possibly empty).
-  std::vector<Bytes> out = bytesOn(ctx.dev, P), in = bytesOn(ctx.dev, P);
+  std::vector<Bytes> out = bytesOn(dev, P), in = bytesOn(dev, P);
+  std::vector<SparsePiece> pieces;
+  std::vector<Bytes*> outs;
   std::vector<size_t> got(P, 0);
   const size_t maxIn = size_t(std::min<uint64_t>(k, len));
   for (int s = 1; s < P; ++s) {
     const int dst = (me + s) % P;
-    rangeOf(local, bounds[dst], bounds[dst + 1], &first, &last);
-    GC_CHECK(encodeSparse(ctx.dev, local.idx.data() + first, local.val.data() + first,
-                          last - first, bounds[dst], bounds[dst + 1] - bounds[dst], &out[s]));
+    pieces.push_back({&local, starts[dst], starts[dst + 1] - starts[dst], bounds[dst],
+                      bounds[dst + 1] - bounds[dst]});
+    outs.push_back(&out[s]);
     in[s].resize(wireBound(len, maxIn));
   }
+  GC_CHECK(encodeSparse(dev, pieces, outs));
+  GC_CHECK(dev.sync());  // the message bodies
 
   const int bucket = std::min(kMaxInFlight, P - 1);
   auto post = [&](int firstStep, std::unique_ptr<RequestSet>* req) -> Status {
@@ -54,9 +65,10 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
     }
     return Status::Ok();
   };
-  Coo piece(ctx.dev);
-  piece.idx.resize(std::max<size_t>(maxIn, 1));
-  piece.val.resize(std::max<size_t>(maxIn, 1));
+  // One decode buffer: each decode follows the scatter of the one before on
+  // the stream, so reusing it is safe.
+  Coo piece(dev);
+  piece.resize(std::max<size_t>(maxIn, 1));
   std::unique_ptr<RequestSet> current, next;
   GC_CHECK(post(1, &current));
   for (int b = 1; b < P; b += bucket) {
@@ -65,15 +77,17 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
     for (int s = b; s < std::min(b + bucket, P); ++s) {
       const int src = (me - s + P) % P;
       size_t nnz = 0, used = 0;
-      GC_CHECK(decodeSparse(ctx.dev, in[s].data(), got[s], lo, len, piece.idx.data(),
-                            piece.val.data(), maxIn, &nnz, &used));
+      GC_CHECK(decodeSparse(dev, in[s].data(), got[s], lo, len, piece.idx.data(),
+                            piece.val.data(), maxIn, src, &nnz, &used));
       GC_REQUIRE(used == got[s], Err::RemoteError,
                  "oktopk split: rank %d's message has %zu bytes after its end", src, got[s] - used);
-      GC_CHECK(ctx.dev.scatterAdd(region->data(), len, lo, piece.idx.data(), piece.val.data(), nnz));
+      GC_CHECK(dev.scatterAdd(region->data(), len, lo, piece.idx.data(), piece.val.data(), nnz));
     }
     current = std::move(next);
   }
-  return Status::Ok();
+  // The received messages are read by pending decodes: complete them before
+  // `in` goes away.
+  return dev.sync();
 }
 
 }  // namespace gradcomp::algo::sparse::oktopk

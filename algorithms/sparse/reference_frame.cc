@@ -11,7 +11,9 @@ Status ReferenceFrame::configure(const param::Overrides& config) {
     GC_CHECK(ErrorFeedbackStore::create(config, &s));
     stores_.push_back(std::move(s));
   }
-  accs_.assign(nranks_, {});
+  accs_.assign(nranks_, nullptr);
+  scratch_.clear();
+  for (int r = 0; r < nranks_; ++r) scratch_.emplace_back(device::cpuBackend());
   configured_ = true;
   return Status::Ok();
 }
@@ -36,16 +38,26 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
   if (kc.count != args.count) kc = KeyCalls{args.count, 0};
   if (kc.calls++ < uint64_t(params_.warmupCalls))
     return expectedDense(inputs, args, expected, tolerance);
+  device::Backend& cpu = device::cpuBackend();
   bool finite = true;
   for (int r = 0; r < nranks_; ++r) {
-    GC_CHECK(loadFp32(inputs[r], args, &accs_[r]));
+    bool fresh = true;
     if (stores_[r]->enabled()) {
       stores_[r]->retireStale(seq);
-      GC_CHECK(stores_[r]->addResidual(key, seq, accs_[r].data(), args.count));
+      GC_CHECK(stores_[r]->begin(cpu, key, args.count, seq, &scratch_[r], &accs_[r], &fresh));
+    } else {
+      scratch_[r].resize(args.count);
+      accs_[r] = scratch_[r].data();
     }
-    finite = finite && allFinite(accs_[r].data(), accs_[r].size());
+    device::AccumulateStats st;
+    GC_CHECK(cpu.accumulate(accs_[r], inputs[r], args.dtype, args.count, !fresh, -1.0f, &st));
+    finite = finite && st.nonFinite == 0;
   }
-  if (!finite) return expectedDense(inputs, args, expected, tolerance);
+  if (!finite) {
+    for (int r = 0; r < nranks_; ++r)
+      if (stores_[r]->enabled()) GC_CHECK(stores_[r]->clear(cpu, key));
+    return expectedDense(inputs, args, expected, tolerance);
+  }
   *compress = true;
   return Status::Ok();
 }
@@ -54,7 +66,7 @@ Status ReferenceFrame::finish(const AllreduceArgs& args, const std::vector<float
                               std::vector<double>* expected, std::vector<double>* tolerance) {
   for (int r = 0; r < nranks_; ++r)
     if (stores_[r]->enabled())
-      GC_CHECK(stores_[r]->storeResidual(tensorKey(args), accs_[r].data(), nullptr, args.count));
+      GC_CHECK(stores_[r]->end(device::cpuBackend(), tensorKey(args), accs_[r]));
   GC_CHECK(expectedFromFp32(sum, args, nranks_, expected));
   tolerance->assign(args.count, 0.0);
   return Status::Ok();

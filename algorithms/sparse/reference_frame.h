@@ -22,10 +22,11 @@ class ReferenceFrame {
   int nranks() const { return nranks_; }
 
   // *compress = false: the call runs dense and expected/tolerance are filled.
-  // Otherwise acc(r) holds rank r's residual + input.
+  // Otherwise acc(r) holds rank r's residual + input (CPU reference memory,
+  // host-readable), as SparseFrame leaves it.
   Status begin(const std::vector<const void*>& inputs, const AllreduceArgs& args, bool* compress,
                std::vector<double>* expected, std::vector<double>* tolerance);
-  std::vector<float>& acc(int r) { return accs_[r]; }
+  float* acc(int r) { return accs_[r]; }
   // Stores each rank's residual (acc with contributions zeroed) and fills
   // expected from the fp32 sum; tolerance 0 (bit-exact replay).
   Status finish(const AllreduceArgs& args, const std::vector<float>& sum,
@@ -37,7 +38,8 @@ class ReferenceFrame {
   bool configured_ = false;
   SparseParams params_;
   std::vector<std::unique_ptr<ErrorFeedbackStore>> stores_;
-  std::vector<std::vector<float>> accs_;
+  std::vector<device::DeviceArray<float>> scratch_;  // per rank: no EF, or bf16 residuals
+  std::vector<float*> accs_;
   struct KeyCalls {
     size_t count = 0;
     uint64_t calls = 0;

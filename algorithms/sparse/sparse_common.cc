@@ -29,8 +29,15 @@ size_t topkCount(double density, size_t n) {
   return k >= double(n) ? n : size_t(k);
 }
 
-Status selectTopk(device::Backend& dev, const float* x, size_t n, size_t k, uint64_t base,
-                  Coo* out, float* threshold) {
+Status Coo::assign(const Coo& o) {
+  if (idx.backend() == nullptr && o.idx.backend()) bind(*o.idx.backend());
+  GC_CHECK(idx.assign(o.idx));
+  return val.assign(o.val);
+}
+
+Status selectTopk(device::Backend& dev, float* x, size_t n, size_t k, uint64_t base, Coo* out,
+                  float* threshold, bool zeroSelected) {
+  out->bind(dev);
   out->clear();
   if (n == 0 || k == 0) {
     if (threshold) *threshold = 0;
@@ -38,37 +45,37 @@ Status selectTopk(device::Backend& dev, const float* x, size_t n, size_t k, uint
   }
   if (k > n) k = n;
   float th = 0;
-  size_t above = 0, got = 0;
-  GC_CHECK(dev.kthLargestAbs(x, n, k, &th));
-  GC_CHECK(dev.countAbove(x, n, th, &above));
-  out->idx.resize(k);
-  out->val.resize(k);
-  GC_CHECK(dev.compactAbove(x, n, th, k - above, base, out->idx.data(), out->val.data(), k, &got));
-  out->idx.resize(got);
-  out->val.resize(got);
+  size_t above = 0;
+  GC_CHECK(dev.kthLargestAbs(x, n, k, &th, &above));
+  GC_CHECK(dev.sync());
+  // kthLargestAbs' contract: exactly k when th > 0, else the `above` non-zeros.
+  const size_t count = th > 0 ? k : above;
+  out->resize(count);
+  GC_CHECK(dev.compactAbove(x, n, th, k - above, base, out->idx.data(), out->val.data(), count,
+                            nullptr, zeroSelected));
   if (threshold) *threshold = th;
   return Status::Ok();
 }
 
 Status selectTopkCoo(device::Backend& dev, const Coo& in, size_t k, Coo* out, float* threshold) {
-  Coo pos(dev);  // positions into `in`
-  GC_CHECK(selectTopk(dev, in.val.data(), in.size(), k, 0, &pos, threshold));
-  out->idx.resize(pos.size());
-  out->val = pos.val;
-  for (size_t i = 0; i < pos.size(); ++i) out->idx[i] = in.idx[pos.idx[i]];
+  Coo pos(dev);  // positions into `in`, and the selected values
+  // Compaction reads the values only (zeroSelected = false).
+  GC_CHECK(selectTopk(dev, const_cast<float*>(in.val.data()), in.size(), k, 0, &pos, threshold));
+  out->bind(dev);
+  out->resize(pos.size());
+  GC_CHECK(dev.gather(out->idx.data(), in.idx.data(), in.size(), pos.idx.data(), pos.size()));
+  return dev.copy(out->val.data(), pos.val.data(), pos.size() * sizeof(float));
+}
+
+Status rangesOf(device::Backend& dev, const Coo& sel, const std::vector<uint64_t>& bounds,
+                std::vector<size_t>* starts) {
+  device::HostArray<uint64_t> keys(dev), pos(dev);
+  keys.assign(bounds.data(), bounds.size());
+  pos.resize(bounds.size());
+  GC_CHECK(dev.lowerBound(sel.idx.data(), sel.size(), keys.data(), keys.size(), pos.data()));
+  GC_CHECK(dev.sync());
+  starts->assign(pos.begin(), pos.end());
   return Status::Ok();
-}
-
-bool allFinite(const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return false;
-  return true;
-}
-
-Status loadFp32(const void* input, const AllreduceArgs& args, std::vector<float>* out) {
-  out->resize(args.count);
-  return device::cpuBackend().convert(out->data(), DataType::Float32, input, args.dtype,
-                                      args.count);
 }
 
 Status SparseFrame::runDense(Context& ctx, const AllreduceArgs& args) {
@@ -82,8 +89,9 @@ Status SparseFrame::runDense(Context& ctx, const AllreduceArgs& args) {
 }
 
 Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls,
-                          bool* compress) {
+                          float countThreshold, bool* compress, FrameStats* stats) {
   *compress = false;
+  *stats = FrameStats{};
   if (args.count == 0 || !isFloating(args.dtype)) return runDense(ctx, args);
   const uint64_t key = tensorKey(args);
   KeyCalls& kc = calls_[key];
@@ -92,50 +100,60 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
 
   ErrorFeedbackStore* ef = ctx.errorFeedback;
   efActive_ = ef && ef->enabled();
-  device::bound(acc_, ctx.dev).resize(args.count);
-  GC_CHECK(ctx.dev.convert(acc_.data(), DataType::Float32, args.sendBuf, args.dtype, args.count));
+  bool fresh = true;
   if (efActive_) {
     ef->retireStale(ctx.callSeq);
-    GC_CHECK(ef->addResidual(key, ctx.callSeq, acc_.data(), args.count));
+    GC_CHECK(ef->begin(ctx.dev, key, args.count, ctx.callSeq, &scratch_, &acc_, &fresh));
+  } else {
+    scratch_.bind(ctx.dev).resize(args.count);
+    acc_ = scratch_.data();
   }
+  // The one O(n) pass: acc (+)= input, non-finite count, threshold count.
+  device::AccumulateStats st;
+  GC_CHECK(ctx.dev.accumulate(acc_, args.sendBuf, args.dtype, args.count, !fresh, countThreshold,
+                              &st));
+  GC_CHECK(ctx.dev.sync());
   bool nonFinite = false;
-  GC_CHECK(anyRank(ctx, kStepFiniteFlag, !allFinite(acc_.data(), acc_.size()), &nonFinite));
+  GC_CHECK(anyRank(ctx, kStepFiniteFlag, st.nonFinite != 0, &nonFinite));
   if (nonFinite) {
-    GC_INFO(ALGO, "sparse: a rank's input holds NaN/Inf; this call runs dense, residuals kept");
+    GC_INFO(ALGO, "sparse: a rank's input holds NaN/Inf; this call runs dense, residuals cleared");
+    if (efActive_) GC_CHECK(ef->clear(ctx.dev, key));
     return runDense(ctx, args);
   }
+  stats->above = st.above;
   *compress = true;
   return Status::Ok();
 }
 
 Status SparseFrame::finish(Context& ctx, const AllreduceArgs& args, const float* result) {
-  if (efActive_)
-    GC_CHECK(ctx.errorFeedback->storeResidual(tensorKey(args), acc_.data(), nullptr, args.count));
-  GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, result, DataType::Float32, args.count));
+  if (efActive_) GC_CHECK(ctx.errorFeedback->end(ctx.dev, tensorKey(args), acc_));
+  if (result != args.recvBuf)
+    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, result, DataType::Float32, args.count));
   if (args.op == RedOp::Avg) GC_CHECK(ctx.dev.divide(args.recvBuf, args.count, args.dtype,
                                                      ctx.net.size()));
-  return Status::Ok();
+  return ctx.dev.sync();
 }
 
 Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   SparseParams params;
   GC_CHECK(params.read(ctx.config));
   bool compress = false;
-  GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, &compress));
+  FrameStats stats;
+  GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, fusedThreshold(args, params), &compress,
+                        &stats));
   if (!compress) return Status::Ok();
   // fp32: the result is summed straight into recvBuf (the input already sits
   // in acc), which saves a pass over the buffer; finish() then converts
-  // nothing. recvBuf is host-addressable in every executor (host memory, or
-  // the CUDA executor's pinned staging).
+  // nothing.
   float* result = nullptr;
   if (args.dtype == DataType::Float32) {
     result = static_cast<float*>(args.recvBuf);
-    std::fill_n(result, args.count, 0.0f);
   } else {
-    device::bound(result_, ctx.dev).assign(args.count, 0.0f);
+    result_.bind(ctx.dev).resize(args.count);
     result = result_.data();
   }
-  GC_CHECK(schedule(ctx, args, params, topkCount(params.density, args.count), frame_.acc(),
+  GC_CHECK(ctx.dev.zero(result, args.count * sizeof(float)));
+  GC_CHECK(schedule(ctx, args, params, topkCount(params.density, args.count), frame_.acc(), stats,
                     result));
   return frame_.finish(ctx, args, result);
 }

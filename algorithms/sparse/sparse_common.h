@@ -1,6 +1,7 @@
 // Shared pieces of the sparse allreduce family (topka, gtopk, oktopk, dsa):
 // parameters, the per-call frame (warm-up, fp32 accumulator with error
-// feedback, the non-finite fallback, output), and exact top-k selection.
+// feedback, the non-finite fallback, output), COO lists and exact top-k
+// selection.
 //
 // Decisions (docs/design.md, "Sparse allreduce"):
 // - Compression works on an fp32 accumulator acc = residual + g whatever the
@@ -8,14 +9,19 @@
 //   fp32 precision). Integer dtypes run the dense allreduce.
 // - NaN/Inf: when any rank's accumulator holds a non-finite value (agreed by a
 //   one-word dissemination OR), the call runs the dense allreduce on the raw
-//   inputs, so NaN/Inf land where dense NCCL puts them; residuals are left
-//   untouched for that call.
+//   inputs, so NaN/Inf land where dense NCCL puts them; the residuals are
+//   cleared (they held the non-finite sum).
 // - The first GRADCOMP_WARMUP_CALLS calls of a tensor run dense.
 // - Error feedback runs when ctx.errorFeedback is set and enabled; the caller
 //   decides per call from GRADCOMP_EF (ErrorFeedbackStore::forCall), so a
-//   run's EF=off override is honoured.
+//   run's EF=off override is honoured. The accumulator is the residual itself
+//   (error_feedback.h): schedules zero what they contributed in place.
 // - The result is the fp32 sparse sum converted to the dtype (one rounding);
 //   ncclAvg then divides it by P (device divide: fp64, one rounding).
+// - Data path (device/backend.h): the accumulator, COO lists and results live
+//   in device memory; only encoded messages (wire_format.h) and counts cross
+//   to the host. Every count the host needs is a control word read after a
+//   sync; schedules sync at communication rounds.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +31,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "device/buffer.h"
+#include "device/arrays.h"
 
 namespace gradcomp::algo::sparse {
 
@@ -43,51 +49,64 @@ inline uint64_t tensorKey(const AllreduceArgs& a) {
   return a.bufferKey ? a.bufferKey : uint64_t(reinterpret_cast<uintptr_t>(a.recvBuf));
 }
 
-// Sorted COO list.
-// Backend memory (device/buffer.h): algorithms construct it on ctx.dev (or
-// bind() it) before primitives fill it; a default-constructed Coo lives on
-// the heap (references, tests).
+// Sorted COO list in device memory. size() is known to the host (every
+// producer below knows its count without reading the list).
 struct Coo {
-  device::Buffer<uint64_t> idx;
-  device::Buffer<float> val;
+  device::DeviceArray<uint64_t> idx;
+  device::DeviceArray<float> val;
   Coo() = default;
-  explicit Coo(device::Backend& dev)
-      : idx(device::BackendAllocator<uint64_t>(dev)), val(device::BackendAllocator<float>(dev)) {}
-  void bind(device::Backend& dev) { device::bound(idx, dev), device::bound(val, dev); }
+  explicit Coo(device::Backend& dev) : idx(dev), val(dev) {}
+  void bind(device::Backend& dev) { idx.bind(dev), val.bind(dev); }
   size_t size() const { return idx.size(); }
+  void resize(size_t n) { idx.resize(n), val.resize(n); }
   void clear() { idx.clear(), val.clear(); }
+  // A device copy of o (bound to o's backend when unbound).
+  Status assign(const Coo& o);
 };
 
-// Encoded messages, in backend memory when an algorithm fills them.
-using Bytes = device::Buffer<uint8_t>;
-// n empty messages in dev's memory.
+// Encoded messages: host memory of the call's backend.
+using Bytes = device::HostArray<uint8_t>;
+// n empty messages in dev's host memory.
 inline std::vector<Bytes> bytesOn(device::Backend& dev, size_t n) {
   std::vector<Bytes> v;
   v.reserve(n);
-  for (size_t i = 0; i < n; ++i) v.emplace_back(device::BackendAllocator<uint8_t>(dev));
+  for (size_t i = 0; i < n; ++i) v.emplace_back(dev);
   return v;
 }
 
 // Exact top-k of x[0..n) by |x| (threshold = k-th largest, ties admitted in
 // index order; exact zeros never), indexes offset by base. *threshold
-// (nullable) receives the k-th largest |x|.
-Status selectTopk(device::Backend& dev, const float* x, size_t n, size_t k, uint64_t base,
-                  Coo* out, float* threshold = nullptr);
-// The same on a COO list: its exact top-k entries, in index order.
+// (nullable) receives the k-th largest |x|. zeroSelected: the selected x[i]
+// become +0.0 (the whole selection is contributed). One sync.
+Status selectTopk(device::Backend& dev, float* x, size_t n, size_t k, uint64_t base, Coo* out,
+                  float* threshold = nullptr, bool zeroSelected = false);
+// The same on a COO list: its exact top-k entries, in index order. One sync.
 Status selectTopkCoo(device::Backend& dev, const Coo& in, size_t k, Coo* out,
                      float* threshold = nullptr);
+// [*first, *last): the entries of the sorted list inside [lo, hi) for every
+// range (bounds: ranges + 1 boundaries). One sync.
+Status rangesOf(device::Backend& dev, const Coo& sel, const std::vector<uint64_t>& bounds,
+                std::vector<size_t>* starts);
+
+// What the frame computed from the call's input in its one pass.
+struct FrameStats {
+  uint64_t above = 0;  // entries above the threshold the algorithm asked for
+};
 
 // Per-call frame shared by every sparse algorithm.
 class SparseFrame {
  public:
   // Decides what this call does. *compress = false: the call ran dense
-  // (warm-up, integer dtype, non-finite input) and is complete. Otherwise acc
-  // holds residual + input in fp32 and the caller runs its schedule, then
-  // finish().
-  Status begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls, bool* compress);
-  device::Buffer<float>& acc() { return acc_; }
-  // Stores the residual (acc with the contributed entries zeroed by the
-  // caller) and writes result (dense fp32, count) to args.recvBuf.
+  // (warm-up, integer dtype, non-finite input) and is complete. Otherwise
+  // acc() holds residual + input in fp32 and the caller runs its schedule,
+  // then finish(). countThreshold >= 0: stats->above counts |acc| above it
+  // in the same pass.
+  Status begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls, float countThreshold,
+               bool* compress, FrameStats* stats);
+  float* acc() { return acc_; }
+  // Keeps the residual (acc with the contributed entries zeroed by the
+  // caller) and writes result (dense fp32, count, device memory) to
+  // args.recvBuf, unless result already is recvBuf. Syncs.
   Status finish(Context& ctx, const AllreduceArgs& args, const float* result);
 
  private:
@@ -98,7 +117,8 @@ class SparseFrame {
   };
   std::map<uint64_t, KeyCalls> calls_;
   std::unique_ptr<Algorithm> dense_;
-  device::Buffer<float> acc_;
+  device::DeviceArray<float> scratch_;  // acc without error feedback, or bf16 residuals
+  float* acc_ = nullptr;
   bool efActive_ = false;
 };
 
@@ -109,16 +129,22 @@ class SparseAlgorithm : public Algorithm {
   Status allreduce(Context& ctx, const AllreduceArgs& args) final;
 
  protected:
-  // Runs when the call compresses. acc: residual + input (fp32, args.count);
-  // the schedule zeroes the entries this rank contributed (the rest stays in
-  // the residual) and adds the sparse result into `result` (dense fp32,
-  // args.count, zero on entry; for fp32 calls it is args.recvBuf itself).
+  // Runs when the call compresses. acc: residual + input (fp32, args.count,
+  // device memory); the schedule zeroes the entries this rank contributed
+  // (the rest stays in the residual) and adds the sparse result into `result`
+  // (dense fp32, args.count, zero on entry; for fp32 calls args.recvBuf).
+  // stats: what the frame counted for fusedThreshold().
   virtual Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params,
-                          size_t k, device::Buffer<float>& acc, float* result) = 0;
+                          size_t k, float* acc, const FrameStats& stats, float* result) = 0;
+  // A threshold the schedule wants counted in the frame's pass (< 0: none).
+  virtual float fusedThreshold(const AllreduceArgs& args, const SparseParams& params) {
+    (void)args, (void)params;
+    return -1.0f;
+  }
 
  private:
   SparseFrame frame_;
-  device::Buffer<float> result_;
+  device::DeviceArray<float> result_;
 };
 
 // fp32 sparse sum -> the value every rank returns, as the reference sees it:
@@ -129,8 +155,5 @@ Status expectedFromFp32(const std::vector<float>& sum, const AllreduceArgs& args
 // in the dtype: the reference of calls that ran dense.
 Status expectedDense(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                      std::vector<double>* expected, std::vector<double>* tolerance);
-// Loads inputs[r] as fp32 (the accumulator before the residual).
-Status loadFp32(const void* input, const AllreduceArgs& args, std::vector<float>* out);
-bool allFinite(const float* x, size_t n);
 
 }  // namespace gradcomp::algo::sparse

@@ -15,29 +15,29 @@ constexpr uint64_t kStepGather = 0;
 
 class TopkA final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
-                  device::Buffer<float>& acc, float* result) override {
+                  float* acc, const FrameStats&, float* result) override {
+    device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), me = ctx.net.rank();
     const size_t n = args.count;
 
-    Coo mine(ctx.dev);
-    GC_CHECK(selectTopk(ctx.dev, acc.data(), n, k, 0, &mine));
-    std::vector<Bytes> blocks = bytesOn(ctx.dev, P);
-    GC_CHECK(encodeSparse(ctx.dev, mine.idx.data(), mine.val.data(), mine.size(), 0, n,
-                          &blocks[me]));
+    // Everything selected is contributed: the selection zeroes it in acc.
+    Coo mine(dev);
+    GC_CHECK(selectTopk(dev, acc, n, k, 0, &mine, nullptr, /*zeroSelected=*/true));
+    std::vector<Bytes> blocks = bytesOn(dev, P);
+    GC_CHECK(encodeSparse(dev, SparsePiece{&mine, 0, mine.size(), 0, n}, &blocks[me]));
     GC_CHECK(allgatherBlocks(ctx, kStepGather, std::vector<size_t>(P, wireBound(n, k)), &blocks));
 
-    Coo in(ctx.dev);
-    in.idx.resize(k);
-    in.val.resize(k);
+    Coo in(dev);
+    in.resize(k);
     for (int r = 0; r < P; ++r) {
       size_t got = 0, used = 0;
-      GC_CHECK(decodeSparse(ctx.dev, blocks[r].data(), blocks[r].size(), 0, n, in.idx.data(),
-                            in.val.data(), k, &got, &used));
+      GC_CHECK(decodeSparse(dev, blocks[r].data(), blocks[r].size(), 0, n, in.idx.data(),
+                            in.val.data(), k, r, &got, &used));
       GC_REQUIRE(used == blocks[r].size(), Err::RemoteError,
                  "topka: rank %d's message has %zu bytes after its end", r, blocks[r].size() - used);
-      GC_CHECK(ctx.dev.scatterAdd(result, n, 0, in.idx.data(), in.val.data(), got));
+      GC_CHECK(dev.scatterAdd(result, n, 0, in.idx.data(), in.val.data(), got));
     }
-    return ctx.dev.scatterZero(acc.data(), n, 0, mine.idx.data(), mine.size());
+    return dev.sync();  // the decodes read `blocks`
   }
 };
 
@@ -51,9 +51,9 @@ class TopkAReference final : public SparseReference {
     const size_t n = args.count;
     for (int r = 0; r < frame().nranks(); ++r) {
       Coo sel;
-      GC_CHECK(selectTopk(cpu, frame().acc(r).data(), n, k, 0, &sel));
+      GC_CHECK(selectTopk(cpu, frame().acc(r), n, k, 0, &sel));
       GC_CHECK(cpu.scatterAdd(sum.data(), n, 0, sel.idx.data(), sel.val.data(), sel.size()));
-      GC_CHECK(cpu.scatterZero(frame().acc(r).data(), n, 0, sel.idx.data(), sel.size()));
+      GC_CHECK(cpu.scatterZero(frame().acc(r), n, 0, sel.idx.data(), sel.size()));
     }
     return Status::Ok();
   }

@@ -14,17 +14,21 @@
 // the values; float32 only), u8 indexBytes, u64 count, u64 nnz, u64 blocks
 // (DenseStream; 0 otherwise), u64 payload bytes.
 //
-// Decoding validates every field, length, index range and ordering against
-// what the receiver expects and fails with RemoteError; it never reads or
-// writes outside the buffers it was given.
+// Data path: the COO list is in device memory and the message in host
+// memory (the transport sends it). The host writes and reads the 40-byte
+// headers; bodies are encoded and decoded by primitives straight between
+// the two, so only the message bytes cross. Decoding validates every header
+// field and length on the host at once, and the body (index range, ordering,
+// zeros, DenseStream structure) in the primitive, whose error the next sync
+// reports naming the sender; it never reads or writes outside its buffers.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "algorithms/sparse/sparse_common.h"
 #include "common/status.h"
-#include "device/buffer.h"
 
 namespace gradcomp::algo::sparse {
 
@@ -45,19 +49,32 @@ inline size_t wireBound(uint64_t count, size_t maxNnz) {
   return kWireHeaderBytes + size_t(coo < dense ? coo : dense);
 }
 
-// Appends one message for the sorted COO list (idx absolute, in
-// [base, base + count), values non-zero) to *out. *format (nullable) reports
-// the body chosen.
-Status encodeSparse(device::Backend& dev, const uint64_t* idx, const float* val, size_t nnz,
-                    uint64_t base, uint64_t count, device::Buffer<uint8_t>* out,
+// One message to encode: entries [first, first + nnz) of a sorted device
+// COO list, over the region [base, base + count).
+struct SparsePiece {
+  const Coo* list = nullptr;
+  size_t first = 0, nnz = 0;
+  uint64_t base = 0, count = 0;
+};
+
+// Appends one message per piece to (*out)[i] (host memory): the DenseStream
+// sizes of all pieces in one sync, then the headers on the host and the
+// bodies by primitives. The messages are complete after the next sync.
+// formats (nullable) reports the body each one chose.
+Status encodeSparse(device::Backend& dev, const std::vector<SparsePiece>& pieces,
+                    const std::vector<Bytes*>& out, std::vector<WireFormat>* formats = nullptr);
+// One piece: encodeSparse of a single message.
+Status encodeSparse(device::Backend& dev, const SparsePiece& piece, Bytes* out,
                     WireFormat* format = nullptr);
 
-// Decodes the message at the start of `data` (`avail` bytes there; the
-// message may be followed by others). The header's count must equal
-// `expectCount`; entries go to idx/val (absolute indexes base + offset) and
-// must fit `capacity`. *consumed = header + payload bytes.
+// Decodes the message at the start of `data` (host memory of dev, `avail`
+// bytes there; the message may be followed by others) into idx/val (device
+// memory, at least `capacity` entries): the header is checked now (count
+// must equal expectCount, nnz at most capacity), the body by the primitive
+// (RemoteError naming `source` at the next sync). *nnz = entries written,
+// *consumed = header + payload bytes.
 Status decodeSparse(device::Backend& dev, const uint8_t* data, size_t avail, uint64_t base,
-                    uint64_t expectCount, uint64_t* idx, float* val, size_t capacity,
+                    uint64_t expectCount, uint64_t* idx, float* val, size_t capacity, int source,
                     size_t* nnz, size_t* consumed);
 
 }  // namespace gradcomp::algo::sparse

@@ -39,30 +39,42 @@ Status sendAll(transport::Transport& net, int peer, const void* out, size_t byte
 
 Status groupSum(transport::Transport& net, device::Backend& dev, const Topology& topo,
                 uint64_t call, const std::function<uint64_t(uint64_t step)>& tagOf, void* buf,
-                size_t count, DataType t, device::Buffer<char>* scratch) {
+                size_t count, DataType t, dense::Staging* stage) {
   const int rank = net.rank();
   const size_t bytes = count * dtypeSize(t);
   const int fold = foldPartner(topo, rank);
+  stage->bind(dev);
+  if (stage->send.size() < bytes) stage->send.resize(bytes);
+  if (stage->recv.size() < bytes) stage->recv.resize(bytes);
+  char* out = stage->send.data();
+  char* in = stage->recv.data();
+  auto stageOut = [&]() -> Status {  // buf as the primitives so far leave it
+    GC_CHECK(dev.copy(out, buf, bytes));
+    return dev.sync();
+  };
   if (rank >= topo.core) {  // extra rank: the core partner does the work
-    GC_CHECK(sendAll(net, fold, buf, bytes, tagOf(kStepFoldIn)));
-    GC_CHECK(recvExact(net, fold, buf, bytes, tagOf(kStepFoldOut), "fold result"));
-    return Status::Ok();
+    GC_CHECK(stageOut());
+    GC_CHECK(sendAll(net, fold, out, bytes, tagOf(kStepFoldIn)));
+    GC_CHECK(recvExact(net, fold, in, bytes, tagOf(kStepFoldOut), "fold result"));
+    GC_CHECK(dev.copy(buf, in, bytes));
+    return dev.sync();
   }
-  device::bound(*scratch, dev);
-  if (scratch->size() < bytes) scratch->resize(bytes);
   if (fold >= 0) {
-    GC_CHECK(recvExact(net, fold, scratch->data(), bytes, tagOf(kStepFoldIn), "fold input"));
-    GC_CHECK(dev.add(buf, buf, scratch->data(), count, t));
+    GC_CHECK(recvExact(net, fold, in, bytes, tagOf(kStepFoldIn), "fold input"));
+    GC_CHECK(dev.add(buf, buf, in, count, t));
   }
   const std::vector<int> bits = groupBits(topo, call);
   for (size_t j = 0; j < bits.size(); ++j) {
     const int partner = rank ^ (1 << bits[j]);
-    GC_CHECK(exchange(net, partner, buf, scratch->data(), bytes, tagOf(kStepPhase0 + j),
-                      "butterfly"));
-    GC_CHECK(dev.add(buf, buf, scratch->data(), count, t));
+    GC_CHECK(stageOut());  // also completes the add that read `in`
+    GC_CHECK(exchange(net, partner, out, in, bytes, tagOf(kStepPhase0 + j), "butterfly"));
+    GC_CHECK(dev.add(buf, buf, in, count, t));
   }
-  if (fold >= 0) GC_CHECK(sendAll(net, fold, buf, bytes, tagOf(kStepFoldOut)));
-  return Status::Ok();
+  if (fold >= 0) {
+    GC_CHECK(stageOut());
+    GC_CHECK(sendAll(net, fold, out, bytes, tagOf(kStepFoldOut)));
+  }
+  return dev.sync();
 }
 
 }  // namespace gradcomp::algo::wagma

@@ -77,8 +77,10 @@ Status WaitAvoidingStream::call(const void* fresh, void* out, CallReport* report
   // Slot w is neither read by a running collective nor the latest, so the
   // progress thread does not touch it until we publish it below.
   Slot& slot = slots_[w];
-  device::bound(slot.data, dev_);
+  slot.data.bind(dev_);
   if (slot.data.size() < bytes_) slot.data.resize(bytes_);
+  // Enqueued before the slot is published: whoever reads it next enqueues
+  // after this copy on the backend's one stream.
   GC_CHECK(dev_.copy(slot.data.data(), fresh, bytes_));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -123,9 +125,12 @@ Status WaitAvoidingStream::call(const void* fresh, void* out, CallReport* report
     GC_CHECK(dev_.divide(out, cfg_.count, cfg_.dtype, c + 1));
   }
   if (report) *report = r.report;
+  // Complete before returning (the caller's buffer and this call's errors);
+  // a later writer of r.sum enqueues after these reads anyway.
+  const Status done = dev_.sync();
   std::lock_guard<std::mutex> lock(mu_);
   spare_.push_back(std::move(r.sum));
-  return Status::Ok();
+  return done;
 }
 
 void WaitAvoidingStream::run() {
@@ -297,7 +302,7 @@ Status WaitAvoidingStream::sendActivations(uint64_t v) {
 Status WaitAvoidingStream::execute(uint64_t v, int slot, Result* result) {
   // The slot is pinned by inUse_: the caller writes a different one.
   const Slot& src = slots_[slot];
-  device::bound(result->sum, dev_);
+  result->sum.bind(dev_);
   if (result->sum.size() < bytes_) result->sum.resize(bytes_);
   GC_CHECK(dev_.copy(result->sum.data(), src.data.data(), bytes_));
   CallReport& rep = result->report;
@@ -322,7 +327,7 @@ Status WaitAvoidingStream::execute(uint64_t v, int slot, Result* result) {
   GC_CHECK(sendActivations(v));
   GC_CHECK(groupSum(*net_, dev_, cfg_.topo, v,
                     [v](uint64_t step) { return transport::makeTag(v, step); },
-                    result->sum.data(), cfg_.count, cfg_.dtype, &scratch_));
+                    result->sum.data(), cfg_.count, cfg_.dtype, &stage_));
   rep.contributors = groupContributors(cfg_.topo, net_->rank(), v);
   GC_TRACE(ALGO, "wagma: version %llu done (%s, contributed call %lld, %d buffers)",
            (unsigned long long)v, rep.fresh ? "fresh" : "stale", (long long)src.call,

@@ -40,7 +40,8 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/wagma/topology.h"
-#include "device/buffer.h"
+#include "algorithms/dense/dense.h"
+#include "device/arrays.h"
 
 namespace gradcomp::algo::wagma {
 
@@ -83,7 +84,7 @@ class WaitAvoidingStream {
   WaitAvoidingStream(std::unique_ptr<transport::Transport> channel, const StreamConfig& config,
                      device::Backend& dev);
   struct Result {
-    device::Buffer<char> sum;
+    device::DeviceArray<char> sum;
     CallReport report;
   };
   struct PendingSend {
@@ -115,14 +116,14 @@ class WaitAvoidingStream {
   std::map<uint64_t, std::vector<int>> heardFrom_;  // version -> partners that activated it
   int64_t activatedUpTo_ = -1;
   std::list<PendingSend> sends_;
-  device::Buffer<char> scratch_;
+  dense::Staging stage_;  // groupSum's host staging
   std::unique_ptr<Algorithm> dense_;
 
   // Shared state, guarded by mu_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   struct Slot {
-    device::Buffer<char> data;
+    device::DeviceArray<char> data;
     int64_t call = -1;
   };
   Slot slots_[3];
@@ -130,7 +131,7 @@ class WaitAvoidingStream {
   int64_t arrived_ = -1;
   uint64_t next_ = 0;  // versions < next_ are executed
   std::map<uint64_t, Result> results_;
-  std::vector<device::Buffer<char>> spare_;  // recycled result buffers
+  std::vector<device::DeviceArray<char>> spare_;  // recycled result buffers
   std::vector<uint64_t> executed_;
   Status error_;
   bool stop_ = false;

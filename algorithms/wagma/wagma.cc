@@ -17,50 +17,13 @@ struct Wagma::Tensor {
   Mode mode = Mode::Weights;
   uint64_t calls = 0;                         // blocking mode's call index
   std::unique_ptr<WaitAvoidingStream> stream;  // wait-avoiding mode
-  device::Buffer<char> shadow, contribution, avg, scratch;  // gradient mode, Sum scaling
-  device::Buffer<double> negateTmp;
+  device::DeviceArray<char> shadow, contribution, avg;  // gradient mode
+  dense::Staging stage;                                   // blocking mode's exchanges
   CallReport last;
   bool called = false;
 };
 
 namespace {
-
-// buf *= m (m >= 1) with adds only (the backend has no scale primitive):
-// binary expansion over the doublings of buf. Exact when m is a power of two.
-Status multiplyByInt(device::Backend& dev, void* buf, size_t n, DataType t, int m,
-                     device::Buffer<char>* scratch) {
-  if (m == 1) return Status::Ok();
-  const size_t bytes = n * dtypeSize(t);
-  device::bound(*scratch, dev);
-  if (scratch->size() < bytes) scratch->resize(bytes);
-  GC_CHECK(dev.copy(scratch->data(), buf, bytes));  // x
-  int top = 30;
-  while (!(m >> top & 1)) --top;
-  for (int b = top - 1; b >= 0; --b) {
-    GC_CHECK(dev.add(buf, buf, buf, n, t));
-    if (m >> b & 1) GC_CHECK(dev.add(buf, buf, scratch->data(), n, t));
-  }
-  return Status::Ok();
-}
-
-// buf = -buf. The backend has no negation; WAGMA's buffers are host-readable
-// backend memory (they travel through the host transport), so negate through
-// fp64 chunks with the backend's conversions (exact both ways).
-Status negate(device::Backend& dev, void* buf, size_t n, DataType t,
-              device::Buffer<double>* chunk) {
-  constexpr size_t kChunk = 4096;
-  device::bound(*chunk, dev).resize(kChunk);
-  double* tmp = chunk->data();
-  char* p = static_cast<char*>(buf);
-  const size_t esz = dtypeSize(t);
-  for (size_t base = 0; base < n; base += kChunk) {
-    const size_t m = std::min(kChunk, n - base);
-    GC_CHECK(dev.convert(tmp, DataType::Float64, p + base * esz, t, m));
-    for (size_t i = 0; i < m; ++i) tmp[i] = -tmp[i];
-    GC_CHECK(dev.convert(p + base * esz, t, tmp, DataType::Float64, m));
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -101,9 +64,9 @@ Status Wagma::setup(Context& ctx, const AllreduceArgs& args, Tensor* t) {
   const size_t bytes = args.count * dtypeSize(args.dtype);
   if (t->mode == Mode::Gradient) {
     // All-zero bytes are +0.0 in every float type.
-    device::bound(t->shadow, ctx.dev).assign(bytes, 0);
-    device::bound(t->contribution, ctx.dev).resize(bytes);
-    device::bound(t->avg, ctx.dev).resize(bytes);
+    GC_CHECK(t->shadow.bind(ctx.dev).assignZero(bytes));
+    t->contribution.bind(ctx.dev).resize(bytes);
+    t->avg.bind(ctx.dev).resize(bytes);
   }
   GC_INFO(ALGO, "wagma: tensor %llu, %zu x %s, P=%d S=%d period=%d, %s, %s mode",
           (unsigned long long)args.bufferKey, args.count, dtypeName(args.dtype), t->topo.nranks,
@@ -136,15 +99,15 @@ Status Wagma::allreduce(Context& ctx, const AllreduceArgs& args) {
     GC_CHECK(ctx.dev.add(t.contribution.data(), args.sendBuf, t.shadow.data(), args.count,
                          args.dtype));
     GC_CHECK(average(ctx, t, t.contribution.data(), t.avg.data()));
-    GC_CHECK(negate(ctx.dev, t.shadow.data(), args.count, args.dtype, &t.negateTmp));  // D := -D
+    GC_CHECK(ctx.dev.scale(t.shadow.data(), args.count, args.dtype, -1.0));  // D := -D (exact)
     GC_CHECK(ctx.dev.add(args.recvBuf, t.avg.data(), t.shadow.data(), args.count, args.dtype));
     GC_CHECK(ctx.dev.copy(t.shadow.data(), t.avg.data(), bytes));
   }
+  // Sum: P times the average, one fp64 multiply (exact when P is a power of two).
   if (args.op == RedOp::Sum)
-    GC_CHECK(multiplyByInt(ctx.dev, args.recvBuf, args.count, args.dtype, t.topo.nranks,
-                           &t.scratch));
+    GC_CHECK(ctx.dev.scale(args.recvBuf, args.count, args.dtype, double(t.topo.nranks)));
   t.called = true;
-  return Status::Ok();
+  return ctx.dev.sync();
 }
 
 Status Wagma::average(Context& ctx, Tensor& t, const void* in, void* out) {
@@ -186,7 +149,7 @@ Status Wagma::blockingAverage(Context& ctx, Tensor& t, const void* in, void* out
     const uint64_t seq = ctx.callSeq;
     GC_CHECK(groupSum(ctx.net, ctx.dev, t.topo, call,
                       [seq](uint64_t step) { return transport::makeTag(seq, step); }, out,
-                      t.count, t.dtype, &t.scratch));
+                      t.count, t.dtype, &t.stage));
     rep.contributors = groupContributors(t.topo, ctx.net.rank(), call);
   }
   return ctx.dev.divide(out, t.count, t.dtype, rep.contributors);

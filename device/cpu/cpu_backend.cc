@@ -1,11 +1,15 @@
 // The CPU reference backend: plain loops over host memory, the semantics of
-// device/backend.h and device/cpu/element_traits.h. Stateless, thread-safe.
+// device/backend.h and device/cpu/element_traits.h. Stateless, thread-safe,
+// synchronous: every primitive has completed (and reported its errors) when
+// it returns, and its "device memory" is the heap (hostAccessible).
+#include <cmath>
 #include <cstring>
 
 #include "device/backend.h"
 #include "device/cpu/element_traits.h"
 #include "device/cpu/sparse_ops.h"
 #include "device/cpu/quant_primitives.h"
+#include "device/cpu/accumulate.h"
 
 namespace gradcomp::device {
 namespace {
@@ -22,6 +26,7 @@ Status unknownType(const char* what, DataType t) {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  bool hostAccessible() const override { return true; }
 
   Status add(void* dst, const void* a, const void* b, size_t n, DataType t) override {
     const bool known = dispatchType(t, [&](auto traits) {
@@ -54,8 +59,26 @@ class CpuBackend final : public Backend {
     return known ? Status::Ok() : unknownType("cpu divide", t);
   }
 
+  Status scale(void* buf, size_t n, DataType t, double factor) override {
+    GC_REQUIRE(isFloating(t), Err::InvalidArgument, "cpu scale: dtype %s is not floating",
+               dtypeName(t));
+    dispatchType(t, [&](auto traits) {
+      using T = decltype(traits);
+      if constexpr (T::kFloating) {
+        auto* p = static_cast<typename T::Storage*>(buf);
+        for (size_t i = 0; i < n; ++i) p[i] = T::fromDouble(T::toDouble(p[i]) * factor);
+      }
+    });
+    return Status::Ok();
+  }
+
   Status copy(void* dst, const void* src, size_t bytes) override {
     if (bytes && dst != src) std::memmove(dst, src, bytes);
+    return Status::Ok();
+  }
+
+  Status zero(void* dst, size_t bytes) override {
+    if (bytes) std::memset(dst, 0, bytes);
     return Status::Ok();
   }
 
@@ -77,16 +100,37 @@ class CpuBackend final : public Backend {
     return Status::Ok();
   }
 
+  Status subtract(float* dst, const float* a, const float* b, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i] = a[i] - b[i];
+    return Status::Ok();
+  }
+
+  Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
+                    float countThreshold, AccumulateStats* stats) override {
+    return cpu::accumulate(acc, in, inType, n, add, countThreshold, stats);
+  }
+
+  Status checkFinite(const float* x, size_t n, int source) override {
+    char from[32];
+    for (size_t i = 0; i < n; ++i)
+      GC_REQUIRE(std::isfinite(x[i]), Err::RemoteError,
+                 "payload%s: value %zu is not finite (%g)", sourceText(source, from), i,
+                 double(x[i]));
+    return Status::Ok();
+  }
+
   // Sparse primitives: device/cpu/sparse_*.cc.
-  Status kthLargestAbs(const float* x, size_t n, size_t k, float* th) override {
-    return cpu::kthLargestAbs(x, n, k, th);
+  Status kthLargestAbs(const float* x, size_t n, size_t k, float* th, size_t* above) override {
+    return cpu::kthLargestAbs(x, n, k, th, above);
   }
   Status countAbove(const float* x, size_t n, float th, size_t* count) override {
     return cpu::countAbove(x, n, th, count);
   }
-  Status compactAbove(const float* x, size_t n, float th, size_t tieBudget, uint64_t indexBase,
-                      uint64_t* idx, float* val, size_t capacity, size_t* count) override {
-    return cpu::compactAbove(x, n, th, tieBudget, indexBase, idx, val, capacity, count);
+  Status compactAbove(float* x, size_t n, float th, size_t tieBudget, uint64_t indexBase,
+                      uint64_t* idx, float* val, size_t capacity, size_t* count,
+                      bool zeroSelected) override {
+    return cpu::compactAbove(x, n, th, tieBudget, indexBase, idx, val, capacity, count,
+                             zeroSelected);
   }
   Status scatterAdd(float* dst, size_t n, uint64_t base, const uint64_t* idx, const float* val,
                     size_t count) override {
@@ -96,19 +140,62 @@ class CpuBackend final : public Backend {
                      size_t count) override {
     return cpu::scatterZero(dst, n, base, idx, count);
   }
+  Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
+                size_t count) override {
+    return cpu::gather(dst, src, srcCount, pos, count);
+  }
+  Status lowerBound(const uint64_t* sorted, size_t n, const uint64_t* keys, size_t nkeys,
+                    uint64_t* pos) override {
+    return cpu::lowerBound(sorted, n, keys, nkeys, pos);
+  }
+  Status zeroIntersection(float* x, size_t n, uint64_t base, const uint64_t* a, size_t na,
+                          const uint64_t* b, size_t nb) override {
+    return cpu::zeroIntersection(x, n, base, a, na, b, nb);
+  }
+  Status mergeAdd(const uint64_t* aIdx, const float* aVal, size_t na, const uint64_t* bIdx,
+                  const float* bVal, size_t nb, uint64_t* outIdx, float* outVal, size_t capacity,
+                  size_t* count) override {
+    return cpu::mergeAdd(aIdx, aVal, na, bIdx, bVal, nb, outIdx, outVal, capacity, count);
+  }
+  Status intersect(const uint64_t* a, size_t na, const uint64_t* b, size_t nb, uint64_t* out,
+                   size_t capacity, size_t* count) override {
+    return cpu::intersect(a, na, b, nb, out, capacity, count);
+  }
+  Status checkSubset(const uint64_t* sub, size_t nsub, const uint64_t* set, size_t nset,
+                     int source) override {
+    return cpu::checkSubset(sub, nsub, set, nset, source);
+  }
+  Status checkAscending(const uint64_t* idx, size_t n, int source) override {
+    return cpu::checkAscending(idx, n, source);
+  }
+  Status cooEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
+                   uint64_t count, int indexBytes, void* out) override {
+    return cpu::cooEncode(idx, val, nnz, base, count, indexBytes, out);
+  }
+  Status cooDecode(const void* in, size_t nnz, uint64_t base, uint64_t count, int indexBytes,
+                   uint64_t* idx, float* val, int source) override {
+    return cpu::cooDecode(in, nnz, base, count, indexBytes, idx, val, source);
+  }
+  Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
+                     uint64_t count, void* out) override {
+    return cpu::denseEncode(idx, val, nnz, base, count, out);
+  }
+  Status denseDecode(const void* in, uint64_t count, uint64_t base, size_t nnz, uint64_t* idx,
+                     float* val, int source) override {
+    return cpu::denseDecode(in, count, base, nnz, idx, val, source);
+  }
   Status denseStreamSize(const uint64_t* idx, size_t count, int indexBytes, size_t* bytes,
                          size_t* blocks) override {
     return cpu::denseStreamSize(idx, count, indexBytes, bytes, blocks);
   }
   Status denseStreamEncode(const uint64_t* idx, const float* val, size_t count, uint64_t base,
-                           int indexBytes, void* out, size_t capacity, size_t* bytes) override {
-    return cpu::denseStreamEncode(idx, val, count, base, indexBytes, out, capacity, bytes);
+                           int indexBytes, void* out, size_t bytes) override {
+    return cpu::denseStreamEncode(idx, val, count, base, indexBytes, out, bytes);
   }
   Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n,
-                           uint64_t base, int indexBytes, uint64_t* idx, float* val,
-                           size_t capacity, size_t* count) override {
-    return cpu::denseStreamDecode(in, bytes, blocks, n, base, indexBytes, idx, val, capacity,
-                                  count);
+                           uint64_t base, int indexBytes, size_t nnz, uint64_t* idx, float* val,
+                           int source) override {
+    return cpu::denseStreamDecode(in, bytes, blocks, n, base, indexBytes, nnz, idx, val, source);
   }
 
   // Quantized family: device/cpu/{quant_maxmin,rbf_codec,sign_counts,fft_fftw}.cc.
@@ -116,33 +203,56 @@ class CpuBackend final : public Backend {
     return cpu::absStats(src, n, out);
   }
   Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec, uint64_t indexBase,
-                        float* meta, uint8_t* codes) override {
-    return cpu::quantizeMaxMin(src, n, spec, indexBase, meta, codes);
+                        float* meta, uint8_t* codes, float* residual) override {
+    return cpu::quantizeMaxMin(src, n, spec, indexBase, meta, codes, residual);
   }
   Status dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n,
-                          const MaxMinSpec& spec, float* dst, bool accumulate) override {
-    return cpu::dequantizeMaxMin(meta, codes, n, spec, dst, accumulate);
+                          const MaxMinSpec& spec, float* dst, bool accumulate,
+                          int source) override {
+    return cpu::dequantizeMaxMin(meta, codes, n, spec, dst, accumulate, source);
   }
-  Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes) override {
-    return cpu::rbfEncode(src, n, spec, codes);
+  Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes,
+                   float* residual) override {
+    return cpu::rbfEncode(src, n, spec, codes, residual);
   }
   Status rbfDecode(const uint8_t* codes, size_t n, const RbfSpec& spec, float* dst,
-                   bool accumulate) override {
-    return cpu::rbfDecode(codes, n, spec, dst, accumulate);
+                   bool accumulate, int source) override {
+    return cpu::rbfDecode(codes, n, spec, dst, accumulate, source);
+  }
+  Status rbfEncodeSegments(const float* values, size_t segments, size_t perSegment,
+                           size_t lastSegment, int bits, int mantissa, double fixedVmax,
+                           uint8_t* out) override {
+    return cpu::rbfEncodeSegments(values, segments, perSegment, lastSegment, bits, mantissa,
+                                  fixedVmax, out);
+  }
+  Status rbfDecodeSegments(const uint8_t* in, size_t segments, size_t perSegment,
+                           size_t lastSegment, int bits, int mantissa, float* values,
+                           int source) override {
+    return cpu::rbfDecodeSegments(in, segments, perSegment, lastSegment, bits, mantissa, values,
+                                  source);
   }
   Status signPack(const float* src, size_t n, uint8_t* bits) override {
     return cpu::signPack(src, n, bits);
   }
   Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_t* signBits,
-                      size_t n, uint8_t* countsOut, int outBits) override {
-    return cpu::signCountAdd(countsIn, inBits, maxIn, signBits, n, countsOut, outBits);
+                      size_t n, uint8_t* countsOut, int outBits, int source) override {
+    return cpu::signCountAdd(countsIn, inBits, maxIn, signBits, n, countsOut, outBits, source);
   }
   Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
                       uint8_t* decision) override {
     return cpu::signMajority(counts, bits, n, nranks, decision);
   }
-  Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst) override {
-    return cpu::signExpand(bits, n, pos, neg, dst);
+  Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
+                    int source) override {
+    return cpu::signExpand(bits, n, pos, neg, dst, source);
+  }
+  Status blockDot(const float* x, const float* d, size_t n, size_t block,
+                  float* out) override {
+    return cpu::blockDot(x, d, n, block, out);
+  }
+  Status expandBlocks(const float* d, size_t n, size_t block, const float* scales, float* dst,
+                      bool subtractFrom) override {
+    return cpu::expandBlocks(d, n, block, scales, dst, subtractFrom);
   }
   Status fftForward(const float* src, size_t n, size_t chunk, float* spectrum) override {
     return cpu::fftForward(src, n, chunk, spectrum);
@@ -153,6 +263,10 @@ class CpuBackend final : public Backend {
   Status fftSelectBins(const float* spectrum, size_t n, size_t chunk, double keep,
                        uint8_t* bitmap) override {
     return cpu::fftSelectBins(spectrum, n, chunk, keep, bitmap);
+  }
+  Status fftCheckBitmap(const uint8_t* bitmap, size_t n, size_t chunk, double keep,
+                        int source) override {
+    return cpu::fftCheckBitmap(bitmap, n, chunk, keep, source);
   }
   Status gatherBins(const float* spectrum, const uint8_t* bitmap, size_t bins,
                     float* packed) override {

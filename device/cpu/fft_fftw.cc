@@ -13,6 +13,7 @@
 
 #include "device/cpu/quant_bitpack.h"
 #include "device/cpu/quant_primitives.h"
+#include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
 namespace {
@@ -123,6 +124,25 @@ Status fftSelectBins(const float* spectrum, size_t n, size_t chunk, double keep,
     }
     bin += bins;
   }
+  return Status::Ok();
+}
+
+Status fftCheckBitmap(const uint8_t* bitmap, size_t n, size_t chunk, double keep, int source) {
+  GC_CHECK(checkChunk(chunk, "fftCheckBitmap"));
+  char from[32];
+  sourceText(source, from);
+  const size_t total = fftBinCount(n, chunk);
+  for (size_t c = 0, bin = 0; c < fftChunkCount(n, chunk); ++c) {
+    const size_t bins = fftBinsOfLength(fftChunkLength(n, chunk, c));
+    size_t set = 0;
+    for (size_t b = bin; b < bin + bins; ++b) set += (bitmap[b / 8] >> (b % 8)) & 1u;
+    GC_REQUIRE(set == fftKeepCount(bins, keep), Err::RemoteError,
+               "FFT payload%s: chunk %zu keeps %zu bins where %zu are expected", from, c, set,
+               fftKeepCount(bins, keep));
+    bin += bins;
+  }
+  GC_REQUIRE(paddingClear(bitmap, total, 1), Err::RemoteError,
+             "FFT payload%s: bitmap padding bits after %zu bins are set", from, total);
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 
 #include "device/cpu/quant_bitpack.h"
 #include "device/cpu/quant_primitives.h"
+#include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
 namespace {
@@ -29,7 +30,6 @@ Status absStats(const float* src, size_t n, AbsStats* out) {
       ++s.nonFinite;
       continue;
     }
-    s.sumAbs += a;
     if (a > s.maxAbs) s.maxAbs = a;
   }
   *out = s;
@@ -37,7 +37,7 @@ Status absStats(const float* src, size_t n, AbsStats* out) {
 }
 
 Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec, uint64_t indexBase,
-                      float* meta, uint8_t* codes) {
+                      float* meta, uint8_t* codes, float* residual) {
   GC_CHECK(checkSpec(spec, "quantizeMaxMin"));
   zeroStream(codes, n, spec.bits);
   const uint32_t levels = (uint32_t(1) << spec.bits) - 1;
@@ -68,23 +68,27 @@ Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec, uint64
         code = uint32_t(c);
       }
       putBits(codes, i, spec.bits, code);
+      // The decoder's arithmetic (dequantizeMaxMin), then what it missed.
+      if (residual) residual[i] = x - float(double(lo) + double(code) * step);
     }
   }
   return Status::Ok();
 }
 
 Status dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n, const MaxMinSpec& spec,
-                        float* dst, bool accumulate) {
+                        float* dst, bool accumulate, int source) {
   GC_CHECK(checkSpec(spec, "dequantizeMaxMin"));
+  char from[32];
+  sourceText(source, from);
   GC_REQUIRE(paddingClear(codes, n, spec.bits), Err::RemoteError,
-             "max-min payload: padding bits after %zu codes are set (corrupt payload)", n);
+             "max-min payload%s: padding bits after %zu codes are set (corrupt payload)", from, n);
   const uint32_t levels = (uint32_t(1) << spec.bits) - 1;
   for (size_t b = 0, begin = 0; begin < n; ++b, begin += spec.bucket) {
     const size_t end = std::min(n, begin + spec.bucket);
     const float lo = meta[2 * b], hi = meta[2 * b + 1];
     GC_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, Err::RemoteError,
-               "max-min payload: bucket %zu has min %g, max %g (expected finite, min <= max)",
-               b, double(lo), double(hi));
+               "max-min payload%s: bucket %zu has min %g, max %g (expected finite, min <= max)",
+               from, b, double(lo), double(hi));
     const double step = (double(hi) - double(lo)) / levels;
     for (size_t i = begin; i < end; ++i) {
       const float v = float(double(lo) + double(getBits(codes, i, spec.bits)) * step);

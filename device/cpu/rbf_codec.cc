@@ -3,9 +3,11 @@
 // so round-to-nearest of the mantissa keeps the relative error within
 // 2^-(m+1) on [eps, vmax].
 #include <cmath>
+#include <cstring>
 
 #include "device/cpu/quant_bitpack.h"
 #include "device/cpu/quant_primitives.h"
+#include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
 namespace {
@@ -51,21 +53,82 @@ float rbfDecodeOne(uint32_t word, const RbfSpec& spec) {
   return (word >> (spec.bits - 1)) & 1u ? -mag : mag;
 }
 
-Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes) {
+Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes,
+                 float* residual) {
   GC_CHECK(checkSpec(spec, "rbfEncode"));
   zeroStream(codes, n, spec.bits);
-  for (size_t i = 0; i < n; ++i) putBits(codes, i, spec.bits, rbfEncodeOne(src[i], spec));
+  for (size_t i = 0; i < n; ++i) {
+    const float x = src[i];
+    const uint32_t word = rbfEncodeOne(x, spec);
+    putBits(codes, i, spec.bits, word);
+    if (residual) residual[i] = x - rbfDecodeOne(word, spec);
+  }
   return Status::Ok();
 }
 
 Status rbfDecode(const uint8_t* codes, size_t n, const RbfSpec& spec, float* dst,
-                 bool accumulate) {
+                 bool accumulate, int source) {
   GC_CHECK(checkSpec(spec, "rbfDecode"));
+  char from[32];
   GC_REQUIRE(paddingClear(codes, n, spec.bits), Err::RemoteError,
-             "RBF payload: padding bits after %zu words are set (corrupt payload)", n);
+             "RBF payload%s: padding bits after %zu words are set (corrupt payload)",
+             sourceText(source, from), n);
   for (size_t i = 0; i < n; ++i) {
     const float v = rbfDecodeOne(getBits(codes, i, spec.bits), spec);
     dst[i] = accumulate ? dst[i] + v : v;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Layout of run s of rbfEncodeSegments.
+size_t segmentLength(size_t s, size_t segments, size_t perSegment, size_t lastSegment) {
+  return s + 1 == segments ? lastSegment : perSegment;
+}
+
+}  // namespace
+
+Status rbfEncodeSegments(const float* values, size_t segments, size_t perSegment,
+                         size_t lastSegment, int bits, int mantissa, double fixedVmax,
+                         uint8_t* out) {
+  RbfSpec spec{bits, mantissa, 0.0f};
+  GC_CHECK(checkSpec(spec, "rbfEncodeSegments"));
+  for (size_t s = 0; s < segments; ++s) {
+    const size_t len = segmentLength(s, segments, perSegment, lastSegment);
+    if (len == 0) continue;
+    float vmax = float(fixedVmax);
+    if (fixedVmax <= 0) {
+      AbsStats st;
+      GC_CHECK(absStats(values, len, &st));
+      vmax = float(st.maxAbs);
+    }
+    spec.eps = rbfEpsForVmax(double(vmax), bits, mantissa);
+    std::memcpy(out, &vmax, sizeof(float));
+    GC_CHECK(rbfEncode(values, len, spec, out + sizeof(float), nullptr));
+    out += sizeof(float) + packedBytes(len, bits);
+    values += len;
+  }
+  return Status::Ok();
+}
+
+Status rbfDecodeSegments(const uint8_t* in, size_t segments, size_t perSegment,
+                         size_t lastSegment, int bits, int mantissa, float* values, int source) {
+  RbfSpec spec{bits, mantissa, 0.0f};
+  GC_CHECK(checkSpec(spec, "rbfDecodeSegments"));
+  char from[32];
+  for (size_t s = 0; s < segments; ++s) {
+    const size_t len = segmentLength(s, segments, perSegment, lastSegment);
+    if (len == 0) continue;
+    float vmax = 0;
+    std::memcpy(&vmax, in, sizeof(float));
+    GC_REQUIRE(std::isfinite(vmax) && vmax >= 0, Err::RemoteError,
+               "RBF payload%s: segment %zu has vmax %g (expected finite and >= 0)",
+               sourceText(source, from), s, double(vmax));
+    spec.eps = rbfEpsForVmax(double(vmax), bits, mantissa);
+    GC_CHECK(rbfDecode(in + sizeof(float), len, spec, values, false, source));
+    in += sizeof(float) + packedBytes(len, bits);
+    values += len;
   }
   return Status::Ok();
 }

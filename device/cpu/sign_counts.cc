@@ -1,10 +1,12 @@
 // Sign votes and vote counts of all-reducible signSGD (notes section 8): votes
 // are 1-bit streams, partial counts are fixed-width fields whose width grows
 // with the number of ranks a count covers.
+#include <algorithm>
 #include <cmath>
 
 #include "device/cpu/quant_bitpack.h"
 #include "device/cpu/quant_primitives.h"
+#include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
 namespace {
@@ -25,14 +27,16 @@ Status signPack(const float* src, size_t n, uint8_t* bits) {
 }
 
 Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_t* signBits,
-                    size_t n, uint8_t* countsOut, int outBits) {
+                    size_t n, uint8_t* countsOut, int outBits, int source) {
   GC_CHECK(checkWidth(outBits, "signCountAdd"));
+  char from[32];
+  sourceText(source, from);
   GC_REQUIRE(paddingClear(signBits, n, 1), Err::RemoteError,
              "sign votes: padding bits after %zu votes are set (corrupt payload)", n);
   if (countsIn) {
     GC_CHECK(checkWidth(inBits, "signCountAdd"));
     GC_REQUIRE(paddingClear(countsIn, n, inBits), Err::RemoteError,
-               "sign counts: padding bits after %zu counts are set (corrupt payload)", n);
+               "sign counts%s: padding bits after %zu counts are set (corrupt payload)", from, n);
   }
   GC_REQUIRE(uint64_t(maxIn) + 1 < (uint64_t(1) << outBits), Err::InvalidArgument,
              "signCountAdd: %d-bit output cannot hold a count of %d", outBits, maxIn + 1);
@@ -40,7 +44,7 @@ Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_
   for (size_t i = 0; i < n; ++i) {
     uint32_t c = countsIn ? getBits(countsIn, i, inBits) : 0;
     GC_REQUIRE(c <= uint32_t(maxIn), Err::RemoteError,
-               "sign counts: element %zu has count %u but covers at most %d ranks", i, c,
+               "sign counts%s: element %zu has count %u but covers at most %d ranks", from, i, c,
                maxIn);
     c += (signBits[i / 8] >> (i % 8)) & 1u;
     putBits(countsOut, i, outBits, c);
@@ -62,11 +66,49 @@ Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks, uint8
   return Status::Ok();
 }
 
-Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst) {
+Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst, int source) {
+  char from[32];
   GC_REQUIRE(paddingClear(bits, n, 1), Err::RemoteError,
-             "sign decisions: padding bits after %zu decisions are set (corrupt payload)", n);
+             "sign decisions%s: padding bits after %zu decisions are set (corrupt payload)",
+             sourceText(source, from), n);
   const float value[2] = {neg, pos};
   for (size_t i = 0; i < n; ++i) dst[i] = value[(bits[i / 8] >> (i % 8)) & 1u];
+  return Status::Ok();
+}
+
+Status blockDot(const float* x, const float* d, size_t n, size_t block, float* out) {
+  GC_REQUIRE(block >= 1, Err::InvalidArgument, "blockDot: block must be >= 1");
+  constexpr size_t kLanes = kBlockDotLanes;
+  double lane[kLanes];
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+    const size_t len = std::min(block, n - begin);
+    for (size_t l = 0; l < kLanes; ++l) {
+      double s = 0;
+      for (size_t i = l; i < len; i += kLanes) {
+        const size_t e = begin + i;
+        s += double(x[e]) * double(d[e]);
+      }
+      lane[l] = s;
+    }
+    for (size_t s = kLanes / 2; s >= 1; s /= 2)
+      for (size_t l = 0; l < s; ++l) lane[l] += lane[l + s];
+    out[b] = float(lane[0] / double(len));
+  }
+  return Status::Ok();
+}
+
+Status expandBlocks(const float* d, size_t n, size_t block, const float* scales, float* dst,
+                    bool subtractFrom) {
+  GC_REQUIRE(block >= 1, Err::InvalidArgument, "expandBlocks: block must be >= 1");
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+    const float s = scales[b];
+    const size_t end = std::min(n, begin + block);
+    if (subtractFrom) {
+      for (size_t i = begin; i < end; ++i) dst[i] -= d[i] > 0 ? s : -s;
+    } else {
+      for (size_t i = begin; i < end; ++i) dst[i] = d[i] > 0 ? s : -s;
+    }
+  }
   return Status::Ok();
 }
 

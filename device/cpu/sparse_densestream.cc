@@ -3,35 +3,10 @@
 #include <cstring>
 
 #include "device/cpu/sparse_ops.h"
+#include "device/cpu/wire_bytes.h"
 
 namespace gradcomp::device::cpu {
 namespace {
-
-inline bool isPlusZero(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  return bits == 0;
-}
-
-inline void putUint(uint8_t* p, uint64_t v, int bytes) {
-  for (int b = 0; b < bytes; ++b) p[b] = uint8_t(v >> (8 * b));
-}
-inline uint64_t getUint(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int b = 0; b < bytes; ++b) v |= uint64_t(p[b]) << (8 * b);
-  return v;
-}
-inline void putFloat(uint8_t* p, float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  putUint(p, bits, 4);
-}
-inline float getFloat(const uint8_t* p) {
-  const uint32_t bits = uint32_t(getUint(p, 4));
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
 
 Status checkIndexBytes(const char* what, int indexBytes) {
   GC_REQUIRE(indexBytes == 4 || indexBytes == 8, Err::InvalidArgument,
@@ -74,17 +49,17 @@ Status denseStreamSize(const uint64_t* idx, size_t count, int indexBytes, size_t
 }
 
 Status denseStreamEncode(const uint64_t* idx, const float* val, size_t count, uint64_t base,
-                         int indexBytes, void* out, size_t capacity, size_t* bytes) {
+                         int indexBytes, void* out, size_t bytes) {
   GC_CHECK(checkIndexBytes("denseStreamEncode", indexBytes));
   size_t need = 0, nblocks = 0;
   GC_CHECK(denseStreamSize(idx, count, indexBytes, &need, &nblocks));
-  GC_REQUIRE(need <= capacity, Err::InvalidArgument,
-             "denseStreamEncode: needs %zu bytes, capacity is %zu", need, capacity);
+  GC_REQUIRE(need == bytes, Err::Internal,
+             "denseStreamEncode: the encoding takes %zu bytes, the caller sized %zu", need, bytes);
   const uint64_t maxRel = indexBytes == 4 ? 0xFFFFFFFFull : ~0ull;
   for (size_t i = 0; i < count; ++i) {
-    GC_REQUIRE(!isPlusZero(val[i]), Err::InvalidArgument,
+    GC_REQUIRE(!isPlusZero(val[i]), Err::Internal,
                "denseStreamEncode: entry %zu holds +0.0 (COO inputs carry non-zeros only)", i);
-    GC_REQUIRE(idx[i] >= base && idx[i] - base <= maxRel, Err::InvalidArgument,
+    GC_REQUIRE(idx[i] >= base && idx[i] - base <= maxRel, Err::Internal,
                "denseStreamEncode: index %llu does not fit base %llu with %d-byte offsets",
                (unsigned long long)idx[i], (unsigned long long)base, indexBytes);
   }
@@ -99,14 +74,13 @@ Status denseStreamEncode(const uint64_t* idx, const float* val, size_t count, ui
     for (size_t i = b; i < e; ++i) putFloat(p + 4 * (idx[i] - idx[b]), val[i]);
     p += 4 * len;
   }));
-  *bytes = need;
   return Status::Ok();
 }
 
 Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n, uint64_t base,
-                         int indexBytes, uint64_t* idx, float* val, size_t capacity,
-                         size_t* count) {
-  *count = 0;
+                         int indexBytes, size_t nnz, uint64_t* idx, float* val, int source) {
+  char src[32];
+  sourceText(source, src);
   GC_CHECK(checkIndexBytes("denseStreamDecode", indexBytes));
   const uint8_t* p = static_cast<const uint8_t*>(in);
   const size_t maxRun = denseStreamMaxZeroRun(indexBytes);
@@ -114,32 +88,32 @@ Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n
   uint64_t prevEnd = 0;
   for (size_t b = 0; b < blocks; ++b) {
     GC_REQUIRE(bytes - pos >= 2 * size_t(indexBytes), Err::RemoteError,
-               "DenseStream: block %zu header runs past the %zu-byte body", b, bytes);
+               "DenseStream%s: block %zu header runs past the %zu-byte body", src, b, bytes);
     const uint64_t start = getUint(p + pos, indexBytes);
     const uint64_t len = getUint(p + pos + indexBytes, indexBytes);
     pos += 2 * indexBytes;
     GC_REQUIRE(len >= 1 && start < n && len <= n - start, Err::RemoteError,
-               "DenseStream: block %zu [start %llu, length %llu] outside a region of %llu", b,
+               "DenseStream%s: block %zu [start %llu, length %llu] outside a region of %llu", src, b,
                (unsigned long long)start, (unsigned long long)len, (unsigned long long)n);
     GC_REQUIRE(b == 0 || (start >= prevEnd && start - prevEnd > maxRun), Err::RemoteError,
-               "DenseStream: block %zu starts at %llu, not more than T = %zu zeros after the "
-               "previous block's end %llu", b, (unsigned long long)start, maxRun,
+               "DenseStream%s: block %zu starts at %llu, not more than T = %zu zeros after the "
+               "previous block's end %llu", src, b, (unsigned long long)start, maxRun,
                (unsigned long long)prevEnd);
     GC_REQUIRE(len <= (bytes - pos) / 4, Err::RemoteError,
-               "DenseStream: block %zu of length %llu runs past the %zu-byte body", b,
+               "DenseStream%s: block %zu of length %llu runs past the %zu-byte body", src, b,
                (unsigned long long)len, bytes);
     size_t zeroRun = 0;
     for (uint64_t j = 0; j < len; ++j) {
       const float v = getFloat(p + pos + 4 * j);
       if (isPlusZero(v)) {
         GC_REQUIRE(j != 0 && j != len - 1 && ++zeroRun <= maxRun, Err::RemoteError,
-                   "DenseStream: block %zu breaks the structure at offset %llu (blocks start "
-                   "and end non-zero, inner zero runs <= %zu)", b, (unsigned long long)j, maxRun);
+                   "DenseStream%s: block %zu breaks the structure at offset %llu (blocks start "
+                   "and end non-zero, inner zero runs <= %zu)", src, b, (unsigned long long)j, maxRun);
         continue;
       }
       zeroRun = 0;
-      GC_REQUIRE(c < capacity, Err::RemoteError,
-                 "DenseStream: more than the %zu non-zeros the receiver allows", capacity);
+      GC_REQUIRE(c < nnz, Err::RemoteError,
+                 "DenseStream%s: more than the %zu non-zeros the header announces", src, nnz);
       idx[c] = base + start + j;
       val[c] = v;
       ++c;
@@ -148,8 +122,9 @@ Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n
     prevEnd = start + len;
   }
   GC_REQUIRE(pos == bytes, Err::RemoteError,
-             "DenseStream: %zu blocks end at byte %zu of a %zu-byte body", blocks, pos, bytes);
-  *count = c;
+             "DenseStream%s: %zu blocks end at byte %zu of a %zu-byte body", src, blocks, pos, bytes);
+  GC_REQUIRE(c == nnz, Err::RemoteError,
+             "DenseStream%s: body holds %zu non-zeros, header says %zu", src, c, nnz);
   return Status::Ok();
 }
 

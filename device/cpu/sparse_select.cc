@@ -1,6 +1,7 @@
-// Selection, compaction and scatter primitives of the CPU backend.
+// Selection, compaction, scatter and sorted-list primitives of the CPU backend.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <vector>
 
@@ -14,7 +15,13 @@ inline float magnitude(float v) { return std::isnan(v) ? -1.0f : std::fabs(v); }
 
 }  // namespace
 
-Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold) {
+const char* sourceText(int source, char (&buf)[32]) {
+  if (source < 0) return "";
+  std::snprintf(buf, sizeof buf, " from rank %d", source);
+  return buf;
+}
+
+Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold, size_t* above) {
   GC_REQUIRE(k >= 1 && k <= n, Err::InvalidArgument,
              "kthLargestAbs: k = %zu must be in 1..n (n = %zu)", k, n);
   // Per-thread scratch that only grows: a fresh n-sized vector per call spent
@@ -25,20 +32,27 @@ Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold) {
   // Quickselect (introselect): O(n) on average, no full sort.
   std::nth_element(mag.begin(), mag.begin() + (k - 1), mag.end(), std::greater<float>());
   // An all-NaN tail yields -1: no number qualifies, select nothing non-zero.
-  *threshold = std::max(mag[k - 1], 0.0f);
+  const float th = std::max(mag[k - 1], 0.0f);
+  *threshold = th;
+  if (above) {
+    // nth_element put every larger magnitude in front of position k - 1.
+    size_t c = 0;
+    for (size_t i = 0; i + 1 < k; ++i) c += mag[i] > th;
+    *above = c;
+  }
   return Status::Ok();
 }
 
 Status countAbove(const float* x, size_t n, float threshold, size_t* count) {
   size_t c = 0;
-  for (size_t i = 0; i < n; ++i) c += magnitude(x[i]) > threshold;
+  for (size_t i = 0; i < n; ++i) c += std::fabs(x[i]) > threshold;  // NaN compares false
   *count = c;
   return Status::Ok();
 }
 
-Status compactAbove(const float* x, size_t n, float threshold, size_t tieBudget,
-                    uint64_t indexBase, uint64_t* idx, float* val, size_t capacity,
-                    size_t* count) {
+Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget, uint64_t indexBase,
+                    uint64_t* idx, float* val, size_t capacity, size_t* count,
+                    bool zeroSelected) {
   GC_REQUIRE(threshold >= 0.0f, Err::InvalidArgument,
              "compactAbove: threshold %g must be >= 0", double(threshold));
   if (threshold == 0.0f) tieBudget = 0;  // exact zeros are never selected
@@ -51,9 +65,10 @@ Status compactAbove(const float* x, size_t n, float threshold, size_t tieBudget,
                "compactAbove: more than capacity = %zu selected elements", capacity);
     idx[c] = indexBase + i;
     val[c] = x[i];
+    if (zeroSelected) x[i] = 0.0f;
     ++c;
   }
-  *count = c;
+  if (count) *count = c;
   return Status::Ok();
 }
 
@@ -76,6 +91,106 @@ Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx, siz
                (unsigned long long)idx[i], i, (unsigned long long)base,
                (unsigned long long)(base + n));
     dst[idx[i] - base] = 0.0f;
+  }
+  return Status::Ok();
+}
+
+Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
+              size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    GC_REQUIRE(pos[i] < srcCount, Err::Internal,
+               "gather: position %llu (entry %zu) outside a list of %zu",
+               (unsigned long long)pos[i], i, srcCount);
+    dst[i] = src[pos[i]];
+  }
+  return Status::Ok();
+}
+
+Status lowerBound(const uint64_t* sorted, size_t n, const uint64_t* keys, size_t nkeys,
+                  uint64_t* pos) {
+  for (size_t j = 0; j < nkeys; ++j)
+    pos[j] = uint64_t(std::lower_bound(sorted, sorted + n, keys[j]) - sorted);
+  return Status::Ok();
+}
+
+Status zeroIntersection(float* x, size_t n, uint64_t base, const uint64_t* a, size_t na,
+                        const uint64_t* b, size_t nb) {
+  size_t i = 0, j = 0;
+  while (i < na && j < nb) {
+    if (a[i] < b[j]) {
+      ++i;
+    } else if (b[j] < a[i]) {
+      ++j;
+    } else {
+      GC_REQUIRE(a[i] >= base && a[i] - base < n, Err::InvalidArgument,
+                 "zeroIntersection: index %llu outside [%llu, %llu)", (unsigned long long)a[i],
+                 (unsigned long long)base, (unsigned long long)(base + n));
+      x[a[i] - base] = 0.0f;
+      ++i, ++j;
+    }
+  }
+  return Status::Ok();
+}
+
+Status mergeAdd(const uint64_t* aIdx, const float* aVal, size_t na, const uint64_t* bIdx,
+                const float* bVal, size_t nb, uint64_t* outIdx, float* outVal, size_t capacity,
+                size_t* count) {
+  size_t i = 0, j = 0, c = 0;
+  while (i < na || j < nb) {
+    GC_REQUIRE(c < capacity, Err::Internal, "mergeAdd: more than capacity = %zu entries",
+               capacity);
+    if (j == nb || (i < na && aIdx[i] < bIdx[j])) {
+      outIdx[c] = aIdx[i], outVal[c] = aVal[i++];
+    } else if (i == na || bIdx[j] < aIdx[i]) {
+      outIdx[c] = bIdx[j], outVal[c] = bVal[j++];
+    } else {
+      outIdx[c] = aIdx[i], outVal[c] = aVal[i++] + bVal[j++];
+    }
+    ++c;
+  }
+  *count = c;
+  return Status::Ok();
+}
+
+Status intersect(const uint64_t* a, size_t na, const uint64_t* b, size_t nb, uint64_t* out,
+                 size_t capacity, size_t* count) {
+  size_t i = 0, j = 0, c = 0;
+  while (i < na && j < nb) {
+    if (a[i] < b[j]) {
+      ++i;
+    } else if (b[j] < a[i]) {
+      ++j;
+    } else {
+      GC_REQUIRE(c < capacity, Err::Internal, "intersect: more than capacity = %zu entries",
+                 capacity);
+      out[c++] = a[i];
+      ++i, ++j;
+    }
+  }
+  *count = c;
+  return Status::Ok();
+}
+
+Status checkAscending(const uint64_t* idx, size_t n, int source) {
+  char buf[32];
+  for (size_t i = 1; i < n; ++i)
+    GC_REQUIRE(idx[i] > idx[i - 1], Err::RemoteError,
+               "sparse data%s: indexes not strictly ascending at entry %zu (%llu after %llu)",
+               sourceText(source, buf), i, (unsigned long long)idx[i],
+               (unsigned long long)idx[i - 1]);
+  return Status::Ok();
+}
+
+Status checkSubset(const uint64_t* sub, size_t nsub, const uint64_t* set, size_t nset,
+                   int source) {
+  GC_CHECK(checkAscending(sub, nsub, source));
+  char buf[32];
+  size_t j = 0;
+  for (size_t i = 0; i < nsub; ++i) {
+    while (j < nset && set[j] < sub[i]) ++j;
+    GC_REQUIRE(j < nset && set[j] == sub[i], Err::RemoteError,
+               "sparse data%s: index %llu (entry %zu) is not in the expected set",
+               sourceText(source, buf), (unsigned long long)sub[i], i);
   }
   return Status::Ok();
 }

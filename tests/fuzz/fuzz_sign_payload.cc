@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int outBits = 1;
   while ((uint64_t(1) << outBits) <= uint64_t(maxIn) + 1) ++outBits;
   std::vector<uint8_t> out(device::packedBytes(n, outBits));
-  Status s = dev.signCountAdd(counts.data(), inBits, maxIn, votes.data(), n, out.data(), outBits);
+  Status s = dev.signCountAdd(counts.data(), inBits, maxIn, votes.data(), n, out.data(), outBits, -1);
   if (s.ok()) {
     for (size_t i = 0; i < n; ++i)
       FUZZ_CHECK(field(out.data(), i, outBits) ==
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(s.code() == Err::RemoteError || s.code() == Err::InvalidArgument);
   }
   std::vector<float> expanded(n);
-  s = dev.signExpand(votes.data(), n, 0.5f, -0.5f, expanded.data());
+  s = dev.signExpand(votes.data(), n, 0.5f, -0.5f, expanded.data(), -1);
   if (s.ok()) {
     for (size_t i = 0; i < n; ++i)
       FUZZ_CHECK(expanded[i] == (field(votes.data(), i, 1) ? 0.5f : -0.5f));

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "algorithms/error_feedback.h"
-#include "device/buffer.h"
+#include "device/arrays.h"
 #include "transport/local_transport.h"
 
 namespace gradcomp::testing {
@@ -31,29 +31,40 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
       Status& st = (*rankStatus)[r];
       device::Backend& dev = backendOf(r);
       const size_t bytes = run.count * dtypeSize(run.dtype);
-      auto in = device::makeBuffer<uint8_t>(dev, bytes);
-      auto out = device::makeBuffer<uint8_t>(dev, bytes);
-      auto values = device::makeBuffer<float>(dev, run.count);
-      auto alg = info->create();  // after the buffers: its scratch is freed first
+      // The call's buffers are device memory, as a framework's tensors are;
+      // inputs and results move through host memory with backend copies.
+      device::DeviceArray<uint8_t> in(dev, bytes), out(dev, bytes);
+      device::HostArray<float> values(dev, run.count);
+      device::HostArray<uint8_t> host(dev, bytes);
       std::unique_ptr<algo::ErrorFeedbackStore> ef;
+      std::unique_ptr<algo::Algorithm> alg = info->create();
       st = algo::ErrorFeedbackStore::create(run.config, &ef);
       for (int c = 0; c < run.calls && st.ok(); ++c) {
         for (size_t i = 0; i < run.count; ++i) values[i] = inputValue(r, c, i);
         if (c == run.nanCall && r == 0 && run.count > 1) values[1] = std::nanf("");
-        st = dev.convert(in.data(), run.dtype, values.data(), DataType::Float32, run.count);
+        st = dev.convert(host.data(), run.dtype, values.data(), DataType::Float32, run.count);
+        if (st.ok()) st = dev.copy(in.data(), host.data(), bytes);
+        const bool inPlace = c % 2 == 1;
+        if (st.ok() && inPlace) st = dev.copy(out.data(), in.data(), bytes);
+        if (st.ok()) st = dev.sync();
         if (!st.ok()) break;
         algo::Context ctx{*nets[r], dev, run.config, uint64_t(c), ef.get()};
         algo::AllreduceArgs a;
-        const bool inPlace = c % 2 == 1;
-        if (inPlace) std::copy(in.begin(), in.end(), out.begin());
         a.sendBuf = inPlace ? out.data() : in.data();
         a.recvBuf = out.data();
         a.count = run.count;
         a.dtype = run.dtype;
         a.bufferKey = 11;
         st = alg->allreduce(ctx, a);
-        (*results)[r].emplace_back(out.begin(), out.end());
+        if (!st.ok()) break;
+        st = dev.copy(host.data(), out.data(), bytes);
+        if (st.ok()) st = dev.sync();
+        (*results)[r].emplace_back(host.begin(), host.end());
       }
+      // Algorithm scratch and residuals go back to dev before the arrays above.
+      alg.reset();
+      ef.reset();
+      (void)dev.sync();
     });
   for (auto& t : threads) t.join();
 }

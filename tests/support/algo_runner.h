@@ -1,7 +1,7 @@
 // Runs a registered algorithm on P ranks (threads over the in-process
 // transport) with a backend chosen per rank, for several calls, and returns
-// every rank's result of every call. The call buffers come from the rank's
-// backend (device::makeBuffer), as the CUDA executor's staging buffers do.
+// every rank's result of every call. The call buffers are the rank's
+// backend's device memory, as a framework's tensors are.
 // Inputs are deterministic in (rank, call, index), in [-1, 1].
 #pragma once
 

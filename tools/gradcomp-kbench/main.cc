@@ -116,14 +116,14 @@ int main(int argc, char** argv) {
     if (!be.reserve(n).ok()) return 1;
     float threshold = 0;
     size_t count = 0;
-    (void)be.kthLargestAbs(x, n, sparse, &threshold);
+    (void)be.kthLargestAbs(x, n, sparse, &threshold, nullptr);
     MaxMinSpec mm;
     mm.bits = 4;
     RbfSpec rbf;
     rbf.bits = 10;
     rbf.mantissa = 6;
     rbf.eps = rbfEpsForVmax(4.0, 10, 6);
-    (void)be.quantizeMaxMin(x, n, mm, 0, meta, codes);
+    (void)be.quantizeMaxMin(x, n, mm, 0, meta, codes, nullptr);
     (void)be.fftForward(x, n, 16384, spectrum);
     CK(cudaStreamSynchronize(stream));
 
@@ -150,17 +150,17 @@ int main(int argc, char** argv) {
         {"add_f32", n * 8.0, [&] { return be.add(y, x, x, n, DataType::Float32); }},
         {"convert_f32_bf16", n * 4.0, [&] { return be.convert(y, DataType::BFloat16, x, DataType::Float32, n); }},
         {"accumulate_bf16", n * 6.0, [&] { return be.accumulateGradient(y, x, DataType::BFloat16, n); }},
-        {"kth_largest_abs", n * 4.0, [&] { return be.kthLargestAbs(x, n, sparse, &threshold); }},
+        {"kth_largest_abs", n * 4.0, [&] { return be.kthLargestAbs(x, n, sparse, &threshold, nullptr); }},
         {"count_above", n * 4.0, [&] { return be.countAbove(x, n, threshold, &count); }},
-        {"compact_above_1pct", n * 4.0, [&] { return be.compactAbove(x, n, threshold, 0, 0, idx, y, sparse, &count); }},
+        {"compact_above_1pct", n * 4.0, [&] { return be.compactAbove(x, n, threshold, 0, 0, idx, y, sparse, &count, false); }},
         {"dense_stream_encode", sparse * 12.0, [&] { size_t b; return be.denseStreamEncode(idx, y, count, 0, 4, codes, n * 2, &b); }},
         {"abs_stats", n * 4.0, [&] { AbsStats s; return be.absStats(x, n, &s); }},
-        {"quantize_maxmin_4b", n * 4.0, [&] { return be.quantizeMaxMin(x, n, mm, 0, meta, codes); }},
-        {"dequantize_maxmin_4b", n * 0.5, [&] { return be.dequantizeMaxMin(meta, codes, n, mm, y, true); }},
-        {"rbf_encode_10b", n * 4.0, [&] { return be.rbfEncode(x, n, rbf, codes); }},
-        {"rbf_decode_10b", n * 1.25, [&] { return be.rbfDecode(codes, n, rbf, y, false); }},
+        {"quantize_maxmin_4b", n * 4.0, [&] { return be.quantizeMaxMin(x, n, mm, 0, meta, codes, nullptr); }},
+        {"dequantize_maxmin_4b", n * 0.5, [&] { return be.dequantizeMaxMin(meta, codes, n, mm, y, true, -1); }},
+        {"rbf_encode_10b", n * 4.0, [&] { return be.rbfEncode(x, n, rbf, codes, nullptr); }},
+        {"rbf_decode_10b", n * 1.25, [&] { return be.rbfDecode(codes, n, rbf, y, false, -1); }},
         {"sign_pack", n * 4.0, [&] { return be.signPack(x, n, codes); }},
-        {"sign_expand", n / 8.0, [&] { return be.signExpand(codes, n, 1.0f, -1.0f, y); }},
+        {"sign_expand", n / 8.0, [&] { return be.signExpand(codes, n, 1.0f, -1.0f, y, -1); }},
         {"fft_forward_16k", n * 4.0, [&] { return be.fftForward(x, n, 16384, spectrum); }},
         {"fft_select_bins_15pct", bins * 8.0, [&] { return be.fftSelectBins(spectrum, n, 16384, 0.15, bitmap); }},
     };

@@ -1,0 +1,744 @@
+// cpu-device: the CPU reference run with a GPU's memory discipline (see
+// cpu_device_backend.h). Each primitive is recorded as a closure that checks
+// its arguments' memory, counts host traffic and runs the reference; sync()
+// opens the arena, runs the closures in order and closes it again.
+#include "device/cpu/cpu_device_backend.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "common/log.h"
+#include "device/cpu/accumulate.h"
+#include "device/cpu/quant_primitives.h"
+#include "device/cpu/sparse_ops.h"
+
+namespace gradcomp::device {
+namespace {
+
+// Virtual address space reserved per backend (PROT_NONE, MAP_NORESERVE: no
+// memory is committed until used).
+constexpr size_t kArenaBytes = size_t(64) << 30;
+constexpr size_t kMinClass = 4096;
+
+// ---- Fault reporting: every live arena, readable from a signal handler ----
+constexpr int kMaxArenas = 64;
+std::atomic<uintptr_t> gArenaBase[kMaxArenas];
+struct sigaction gPreviousSegv;
+std::once_flag gHandlerOnce;
+
+void onSegv(int sig, siginfo_t* info, void* uctx) {
+  const uintptr_t a = uintptr_t(info->si_addr);
+  for (int i = 0; i < kMaxArenas; ++i) {
+    const uintptr_t base = gArenaBase[i].load(std::memory_order_relaxed);
+    if (base && a >= base && a < base + kArenaBytes) {
+      char msg[200];
+      const int len = std::snprintf(
+          msg, sizeof msg,
+          "gradcomp cpu-device: host code touched device memory at %p (outside a primitive): "
+          "an algorithm reads or writes an O(n) buffer on the host\n",
+          info->si_addr);
+      if (len > 0) (void)!write(2, msg, size_t(len));
+      break;
+    }
+  }
+  // Hand the fault on (default action: core dump / death by SIGSEGV).
+  if (gPreviousSegv.sa_flags & SA_SIGINFO) {
+    if (gPreviousSegv.sa_sigaction) gPreviousSegv.sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (gPreviousSegv.sa_handler != SIG_DFL && gPreviousSegv.sa_handler != SIG_IGN) {
+    gPreviousSegv.sa_handler(sig);
+    return;
+  }
+  signal(SIGSEGV, SIG_DFL);
+  raise(SIGSEGV);
+}
+
+void installHandler() {
+  std::call_once(gHandlerOnce, [] {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = onSegv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &gPreviousSegv);
+  });
+}
+
+size_t classOf(size_t bytes) {
+  size_t c = kMinClass;
+  while (c < bytes) c *= 2;
+  return c;
+}
+
+bool inside(const std::map<uintptr_t, size_t>& ranges, uintptr_t p, size_t bytes) {
+  auto it = ranges.upper_bound(p);
+  if (it == ranges.begin()) return false;
+  --it;
+  return p >= it->first && p + bytes <= it->first + it->second;
+}
+
+size_t setBits(const uint8_t* bitmap, size_t bits) {
+  size_t n = 0;
+  for (size_t i = 0; i < bits; ++i) n += (bitmap[i / 8] >> (i % 8)) & 1u;
+  return n;
+}
+
+enum class Access { Read, Write, ReadWrite };
+
+class CpuDeviceBackend final : public Backend {
+ public:
+  CpuDeviceBackend() {
+    void* p = mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+      GC_WARN("cpu-device backend: cannot reserve %zu GiB of address space: %s",
+              kArenaBytes >> 30, std::strerror(errno));
+      return;
+    }
+    base_ = static_cast<char*>(p);
+    installHandler();
+    for (int i = 0; i < kMaxArenas; ++i) {
+      uintptr_t expected = 0;
+      if (gArenaBase[i].compare_exchange_strong(expected, uintptr_t(base_))) {
+        slot_ = i;
+        break;
+      }
+    }
+  }
+  ~CpuDeviceBackend() override {
+    (void)sync();
+    if (slot_ >= 0) gArenaBase[slot_].store(0);
+    if (base_) munmap(base_, kArenaBytes);
+    for (auto& kv : host_) ::operator delete(reinterpret_cast<void*>(kv.first), std::align_val_t(64));
+  }
+
+  const char* name() const override { return "cpu-device"; }
+
+  // ---- Memory ----
+  void* allocate(size_t bytes) override {
+    if (!base_) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t cls = classOf(bytes ? bytes : 1);
+    char* p = nullptr;
+    auto& list = free_[cls];
+    if (!list.empty()) {
+      p = list.back();
+      list.pop_back();
+    } else {
+      if (used_ + cls > kArenaBytes) return nullptr;
+      p = base_ + used_;
+      used_ += cls;
+    }
+    device_[uintptr_t(p)] = bytes;
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    if (!p) return;
+    // Ordered after the primitives recorded so far, like cudaFreeAsync.
+    record("deallocate", [this, p, bytes]() -> Status {
+      auto it = device_.find(uintptr_t(p));
+      GC_REQUIRE(it != device_.end() && it->second == bytes, Err::Internal,
+                 "cpu-device deallocate: %p (%zu bytes) is not a live device allocation", p,
+                 bytes);
+      device_.erase(it);
+      free_[classOf(bytes ? bytes : 1)].push_back(static_cast<char*>(p));
+      return Status::Ok();
+    }, /*always=*/true);
+  }
+  void* allocateHost(size_t bytes) override {
+    void* p = ::operator new(bytes ? bytes : 1, std::align_val_t(64), std::nothrow);
+    if (p) {
+      std::lock_guard<std::mutex> lock(mu_);
+      host_[uintptr_t(p)] = bytes;
+    }
+    return p;
+  }
+  void deallocateHost(void* p, size_t bytes) override {
+    if (!p) return;
+    record("deallocateHost", [this, p, bytes]() -> Status {
+      auto it = host_.find(uintptr_t(p));
+      GC_REQUIRE(it != host_.end() && it->second == bytes, Err::Internal,
+                 "cpu-device deallocateHost: %p (%zu bytes) is not a live host allocation", p,
+                 bytes);
+      host_.erase(it);
+      ::operator delete(p, std::align_val_t(64));
+      return Status::Ok();
+    }, /*always=*/true);
+  }
+
+  // ---- Ordering ----
+  Status sync() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return takeError();
+    // Frames of sync's callers lie above this address; what lies below it on
+    // this thread's stack belongs to functions that have returned.
+    syncFrame_ = uintptr_t(__builtin_frame_address(0));
+    ++traffic_.syncs;
+    std::vector<Op> ops;
+    ops.swap(queue_);
+    setOpen(true);
+    for (Op& op : ops) {
+      if (!error_.ok() && !op.always) continue;  // a failed stream runs no more kernels
+      Status s = op.run();
+      if (!s.ok() && error_.ok()) error_ = s;
+    }
+    setOpen(false);
+    return takeError();
+  }
+  Traffic traffic() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return traffic_;
+  }
+  void resetTraffic() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    traffic_ = Traffic{};
+  }
+
+  // ---- Element-wise ----
+  Status add(void* dst, const void* a, const void* b, size_t n, DataType t) override {
+    const size_t bytes = n * dtypeSize(t);
+    return defer("add", [=]() -> Status {
+      GC_CHECK(arg("add", "a", a, bytes, Access::Read));
+      GC_CHECK(arg("add", "b", b, bytes, Access::Read));
+      GC_CHECK(arg("add", "dst", dst, bytes, Access::Write));
+      return cpu().add(dst, a, b, n, t);
+    });
+  }
+  Status divide(void* buf, size_t n, DataType t, int divisor) override {
+    return defer("divide", [=]() -> Status {
+      GC_CHECK(arg("divide", "buf", buf, n * dtypeSize(t), Access::ReadWrite));
+      return cpu().divide(buf, n, t, divisor);
+    });
+  }
+  Status scale(void* buf, size_t n, DataType t, double factor) override {
+    return defer("scale", [=]() -> Status {
+      GC_CHECK(arg("scale", "buf", buf, n * dtypeSize(t), Access::ReadWrite));
+      return cpu().scale(buf, n, t, factor);
+    });
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    return defer("copy", [=]() -> Status {
+      GC_CHECK(arg("copy", "src", src, bytes, Access::Read));
+      GC_CHECK(arg("copy", "dst", dst, bytes, Access::Write));
+      return cpu().copy(dst, src, bytes);
+    });
+  }
+  Status zero(void* dst, size_t bytes) override {
+    return defer("zero", [=]() -> Status {
+      GC_CHECK(arg("zero", "dst", dst, bytes, Access::Write));
+      return cpu().zero(dst, bytes);
+    });
+  }
+  Status convert(void* dst, DataType dstType, const void* src, DataType srcType,
+                 size_t n) override {
+    return defer("convert", [=]() -> Status {
+      GC_CHECK(arg("convert", "src", src, n * dtypeSize(srcType), Access::Read));
+      GC_CHECK(arg("convert", "dst", dst, n * dtypeSize(dstType), Access::Write));
+      return cpu().convert(dst, dstType, src, srcType, n);
+    });
+  }
+  Status subtract(float* dst, const float* a, const float* b, size_t n) override {
+    return defer("subtract", [=]() -> Status {
+      GC_CHECK(arg("subtract", "a", a, n * 4, Access::Read));
+      GC_CHECK(arg("subtract", "b", b, n * 4, Access::Read));
+      GC_CHECK(arg("subtract", "dst", dst, n * 4, Access::Write));
+      return cpu().subtract(dst, a, b, n);
+    });
+  }
+  Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
+                    float countThreshold, AccumulateStats* stats) override {
+    poison(stats);
+    return defer("accumulate", [=]() -> Status {
+      GC_CHECK(arg("accumulate", "in", in, n * dtypeSize(inType), Access::Read));
+      GC_CHECK(arg("accumulate", "acc", acc, n * 4, add ? Access::ReadWrite : Access::Write));
+      GC_CHECK(scalar(stats, sizeof *stats));
+      return cpu().accumulate(acc, in, inType, n, add, countThreshold, stats);
+    });
+  }
+
+  // ---- Sparse ----
+  Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold,
+                       size_t* above) override {
+    poison(threshold);
+    if (above) poison(above);
+    return defer("kthLargestAbs", [=]() -> Status {
+      GC_CHECK(arg("kthLargestAbs", "x", x, n * 4, Access::Read));
+      GC_CHECK(scalar(threshold, sizeof *threshold));
+      if (above) GC_CHECK(scalar(above, sizeof *above));
+      return cpu().kthLargestAbs(x, n, k, threshold, above);
+    });
+  }
+  Status countAbove(const float* x, size_t n, float threshold, size_t* count) override {
+    poison(count);
+    return defer("countAbove", [=]() -> Status {
+      GC_CHECK(arg("countAbove", "x", x, n * 4, Access::Read));
+      GC_CHECK(scalar(count, sizeof *count));
+      return cpu().countAbove(x, n, threshold, count);
+    });
+  }
+  Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget, uint64_t indexBase,
+                      uint64_t* idx, float* val, size_t capacity, size_t* count,
+                      bool zeroSelected) override {
+    if (count) poison(count);
+    return defer("compactAbove", [=]() -> Status {
+      GC_CHECK(arg("compactAbove", "x", x, n * 4, zeroSelected ? Access::ReadWrite : Access::Read));
+      GC_CHECK(arg("compactAbove", "idx", idx, capacity * 8, Access::Write));
+      GC_CHECK(arg("compactAbove", "val", val, capacity * 4, Access::Write));
+      if (count) GC_CHECK(scalar(count, sizeof *count));
+      return cpu().compactAbove(x, n, threshold, tieBudget, indexBase, idx, val, capacity, count,
+                                zeroSelected);
+    });
+  }
+  Status scatterAdd(float* dst, size_t n, uint64_t base, const uint64_t* idx, const float* val,
+                    size_t count) override {
+    return defer("scatterAdd", [=]() -> Status {
+      GC_CHECK(arg("scatterAdd", "idx", idx, count * 8, Access::Read));
+      GC_CHECK(arg("scatterAdd", "val", val, count * 4, Access::Read));
+      GC_CHECK(arg("scatterAdd", "dst", dst, n * 4, Access::ReadWrite, count * 4));
+      return cpu().scatterAdd(dst, n, base, idx, val, count);
+    });
+  }
+  Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx,
+                     size_t count) override {
+    return defer("scatterZero", [=]() -> Status {
+      GC_CHECK(arg("scatterZero", "idx", idx, count * 8, Access::Read));
+      GC_CHECK(arg("scatterZero", "dst", dst, n * 4, Access::Write, count * 4));
+      return cpu().scatterZero(dst, n, base, idx, count);
+    });
+  }
+  Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
+                size_t count) override {
+    return defer("gather", [=]() -> Status {
+      GC_CHECK(arg("gather", "pos", pos, count * 8, Access::Read));
+      GC_CHECK(arg("gather", "src", src, srcCount * 8, Access::Read, count * 8));
+      GC_CHECK(arg("gather", "dst", dst, count * 8, Access::Write));
+      return cpu().gather(dst, src, srcCount, pos, count);
+    });
+  }
+  Status lowerBound(const uint64_t* sorted, size_t n, const uint64_t* keys, size_t nkeys,
+                    uint64_t* pos) override {
+    return defer("lowerBound", [=]() -> Status {
+      GC_CHECK(arg("lowerBound", "keys", keys, nkeys * 8, Access::Read));
+      GC_CHECK(arg("lowerBound", "sorted", sorted, n * 8, Access::Read, nkeys * 8 * 64));
+      GC_CHECK(arg("lowerBound", "pos", pos, nkeys * 8, Access::Write));
+      return cpu().lowerBound(sorted, n, keys, nkeys, pos);
+    });
+  }
+  Status zeroIntersection(float* x, size_t n, uint64_t base, const uint64_t* a, size_t na,
+                          const uint64_t* b, size_t nb) override {
+    return defer("zeroIntersection", [=]() -> Status {
+      GC_CHECK(arg("zeroIntersection", "a", a, na * 8, Access::Read));
+      GC_CHECK(arg("zeroIntersection", "b", b, nb * 8, Access::Read));
+      GC_CHECK(arg("zeroIntersection", "x", x, n * 4, Access::Write, std::min(na, nb) * 4));
+      return cpu().zeroIntersection(x, n, base, a, na, b, nb);
+    });
+  }
+  Status mergeAdd(const uint64_t* aIdx, const float* aVal, size_t na, const uint64_t* bIdx,
+                  const float* bVal, size_t nb, uint64_t* outIdx, float* outVal, size_t capacity,
+                  size_t* count) override {
+    poison(count);
+    return defer("mergeAdd", [=]() -> Status {
+      GC_CHECK(arg("mergeAdd", "aIdx", aIdx, na * 8, Access::Read));
+      GC_CHECK(arg("mergeAdd", "aVal", aVal, na * 4, Access::Read));
+      GC_CHECK(arg("mergeAdd", "bIdx", bIdx, nb * 8, Access::Read));
+      GC_CHECK(arg("mergeAdd", "bVal", bVal, nb * 4, Access::Read));
+      GC_CHECK(arg("mergeAdd", "outIdx", outIdx, capacity * 8, Access::Write));
+      GC_CHECK(arg("mergeAdd", "outVal", outVal, capacity * 4, Access::Write));
+      GC_CHECK(scalar(count, sizeof *count));
+      return cpu().mergeAdd(aIdx, aVal, na, bIdx, bVal, nb, outIdx, outVal, capacity, count);
+    });
+  }
+  Status intersect(const uint64_t* a, size_t na, const uint64_t* b, size_t nb, uint64_t* out,
+                   size_t capacity, size_t* count) override {
+    poison(count);
+    return defer("intersect", [=]() -> Status {
+      GC_CHECK(arg("intersect", "a", a, na * 8, Access::Read));
+      GC_CHECK(arg("intersect", "b", b, nb * 8, Access::Read));
+      GC_CHECK(arg("intersect", "out", out, capacity * 8, Access::Write));
+      GC_CHECK(scalar(count, sizeof *count));
+      return cpu().intersect(a, na, b, nb, out, capacity, count);
+    });
+  }
+  Status checkSubset(const uint64_t* sub, size_t nsub, const uint64_t* set, size_t nset,
+                     int source) override {
+    return defer("checkSubset", [=]() -> Status {
+      GC_CHECK(arg("checkSubset", "sub", sub, nsub * 8, Access::Read));
+      GC_CHECK(arg("checkSubset", "set", set, nset * 8, Access::Read));
+      return cpu().checkSubset(sub, nsub, set, nset, source);
+    });
+  }
+  Status checkAscending(const uint64_t* idx, size_t n, int source) override {
+    return defer("checkAscending", [=]() -> Status {
+      GC_CHECK(arg("checkAscending", "idx", idx, n * 8, Access::Read));
+      return cpu().checkAscending(idx, n, source);
+    });
+  }
+  Status cooEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
+                   uint64_t count, int indexBytes, void* out) override {
+    return defer("cooEncode", [=]() -> Status {
+      GC_CHECK(arg("cooEncode", "idx", idx, nnz * 8, Access::Read));
+      GC_CHECK(arg("cooEncode", "val", val, nnz * 4, Access::Read));
+      GC_CHECK(arg("cooEncode", "out", out, nnz * (size_t(indexBytes) + 4), Access::Write));
+      return cpu().cooEncode(idx, val, nnz, base, count, indexBytes, out);
+    });
+  }
+  Status cooDecode(const void* in, size_t nnz, uint64_t base, uint64_t count, int indexBytes,
+                   uint64_t* idx, float* val, int source) override {
+    return defer("cooDecode", [=]() -> Status {
+      GC_CHECK(arg("cooDecode", "in", in, nnz * (size_t(indexBytes) + 4), Access::Read));
+      GC_CHECK(arg("cooDecode", "idx", idx, nnz * 8, Access::Write));
+      GC_CHECK(arg("cooDecode", "val", val, nnz * 4, Access::Write));
+      return cpu().cooDecode(in, nnz, base, count, indexBytes, idx, val, source);
+    });
+  }
+  Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
+                     uint64_t count, void* out) override {
+    return defer("denseEncode", [=]() -> Status {
+      GC_CHECK(arg("denseEncode", "idx", idx, nnz * 8, Access::Read));
+      GC_CHECK(arg("denseEncode", "val", val, nnz * 4, Access::Read));
+      GC_CHECK(arg("denseEncode", "out", out, count * 4, Access::Write));
+      return cpu().denseEncode(idx, val, nnz, base, count, out);
+    });
+  }
+  Status denseDecode(const void* in, uint64_t count, uint64_t base, size_t nnz, uint64_t* idx,
+                     float* val, int source) override {
+    return defer("denseDecode", [=]() -> Status {
+      GC_CHECK(arg("denseDecode", "in", in, count * 4, Access::Read));
+      GC_CHECK(arg("denseDecode", "idx", idx, nnz * 8, Access::Write));
+      GC_CHECK(arg("denseDecode", "val", val, nnz * 4, Access::Write));
+      return cpu().denseDecode(in, count, base, nnz, idx, val, source);
+    });
+  }
+  Status denseStreamSize(const uint64_t* idx, size_t count, int indexBytes, size_t* bytes,
+                         size_t* blocks) override {
+    poison(bytes);
+    poison(blocks);
+    return defer("denseStreamSize", [=]() -> Status {
+      GC_CHECK(arg("denseStreamSize", "idx", idx, count * 8, Access::Read));
+      GC_CHECK(scalar(bytes, sizeof *bytes));
+      GC_CHECK(scalar(blocks, sizeof *blocks));
+      return cpu().denseStreamSize(idx, count, indexBytes, bytes, blocks);
+    });
+  }
+  Status denseStreamEncode(const uint64_t* idx, const float* val, size_t count, uint64_t base,
+                           int indexBytes, void* out, size_t bytes) override {
+    return defer("denseStreamEncode", [=]() -> Status {
+      GC_CHECK(arg("denseStreamEncode", "idx", idx, count * 8, Access::Read));
+      GC_CHECK(arg("denseStreamEncode", "val", val, count * 4, Access::Read));
+      GC_CHECK(arg("denseStreamEncode", "out", out, bytes, Access::Write));
+      return cpu().denseStreamEncode(idx, val, count, base, indexBytes, out, bytes);
+    });
+  }
+  Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n,
+                           uint64_t base, int indexBytes, size_t nnz, uint64_t* idx, float* val,
+                           int source) override {
+    return defer("denseStreamDecode", [=]() -> Status {
+      GC_CHECK(arg("denseStreamDecode", "in", in, bytes, Access::Read));
+      GC_CHECK(arg("denseStreamDecode", "idx", idx, nnz * 8, Access::Write));
+      GC_CHECK(arg("denseStreamDecode", "val", val, nnz * 4, Access::Write));
+      return cpu().denseStreamDecode(in, bytes, blocks, n, base, indexBytes, nnz, idx, val,
+                                     source);
+    });
+  }
+
+  // ---- Quantized ----
+  Status absStats(const float* src, size_t n, AbsStats* out) override {
+    poison(out);
+    return defer("absStats", [=]() -> Status {
+      GC_CHECK(arg("absStats", "src", src, n * 4, Access::Read));
+      GC_CHECK(scalar(out, sizeof *out));
+      return cpu().absStats(src, n, out);
+    });
+  }
+  Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec, uint64_t indexBase,
+                        float* meta, uint8_t* codes, float* residual) override {
+    return defer("quantizeMaxMin", [=]() -> Status {
+      GC_CHECK(arg("quantizeMaxMin", "src", src, n * 4, Access::Read));
+      GC_CHECK(arg("quantizeMaxMin", "meta", meta, 8 * maxMinBuckets(n, spec.bucket),
+                   Access::Write));
+      GC_CHECK(arg("quantizeMaxMin", "codes", codes, packedBytes(n, spec.bits), Access::Write));
+      if (residual) GC_CHECK(arg("quantizeMaxMin", "residual", residual, n * 4, Access::Write));
+      return cpu().quantizeMaxMin(src, n, spec, indexBase, meta, codes, residual);
+    });
+  }
+  Status dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n,
+                          const MaxMinSpec& spec, float* dst, bool accumulate,
+                          int source) override {
+    return defer("dequantizeMaxMin", [=]() -> Status {
+      GC_CHECK(arg("dequantizeMaxMin", "meta", meta, 8 * maxMinBuckets(n, spec.bucket),
+                   Access::Read));
+      GC_CHECK(arg("dequantizeMaxMin", "codes", codes, packedBytes(n, spec.bits), Access::Read));
+      GC_CHECK(arg("dequantizeMaxMin", "dst", dst, n * 4,
+                   accumulate ? Access::ReadWrite : Access::Write));
+      return cpu().dequantizeMaxMin(meta, codes, n, spec, dst, accumulate, source);
+    });
+  }
+  Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes,
+                   float* residual) override {
+    return defer("rbfEncode", [=]() -> Status {
+      GC_CHECK(arg("rbfEncode", "src", src, n * 4, Access::Read));
+      GC_CHECK(arg("rbfEncode", "codes", codes, packedBytes(n, spec.bits), Access::Write));
+      if (residual) GC_CHECK(arg("rbfEncode", "residual", residual, n * 4, Access::Write));
+      return cpu().rbfEncode(src, n, spec, codes, residual);
+    });
+  }
+  Status rbfDecode(const uint8_t* codes, size_t n, const RbfSpec& spec, float* dst,
+                   bool accumulate, int source) override {
+    return defer("rbfDecode", [=]() -> Status {
+      GC_CHECK(arg("rbfDecode", "codes", codes, packedBytes(n, spec.bits), Access::Read));
+      GC_CHECK(arg("rbfDecode", "dst", dst, n * 4, accumulate ? Access::ReadWrite : Access::Write));
+      return cpu().rbfDecode(codes, n, spec, dst, accumulate, source);
+    });
+  }
+  Status rbfEncodeSegments(const float* values, size_t segments, size_t perSegment,
+                           size_t lastSegment, int bits, int mantissa, double fixedVmax,
+                           uint8_t* out) override {
+    const size_t total = segments ? (segments - 1) * perSegment + lastSegment : 0;
+    return defer("rbfEncodeSegments", [=]() -> Status {
+      GC_CHECK(arg("rbfEncodeSegments", "values", values, total * 4, Access::Read));
+      GC_CHECK(arg("rbfEncodeSegments", "out", out,
+                   rbfSegmentsBytes(segments, perSegment, lastSegment, bits), Access::Write));
+      return cpu().rbfEncodeSegments(values, segments, perSegment, lastSegment, bits, mantissa,
+                                     fixedVmax, out);
+    });
+  }
+  Status rbfDecodeSegments(const uint8_t* in, size_t segments, size_t perSegment,
+                           size_t lastSegment, int bits, int mantissa, float* values,
+                           int source) override {
+    const size_t total = segments ? (segments - 1) * perSegment + lastSegment : 0;
+    return defer("rbfDecodeSegments", [=]() -> Status {
+      GC_CHECK(arg("rbfDecodeSegments", "in", in,
+                   rbfSegmentsBytes(segments, perSegment, lastSegment, bits), Access::Read));
+      GC_CHECK(arg("rbfDecodeSegments", "values", values, total * 4, Access::Write));
+      return cpu().rbfDecodeSegments(in, segments, perSegment, lastSegment, bits, mantissa,
+                                     values, source);
+    });
+  }
+  Status signPack(const float* src, size_t n, uint8_t* bits) override {
+    return defer("signPack", [=]() -> Status {
+      GC_CHECK(arg("signPack", "src", src, n * 4, Access::Read));
+      GC_CHECK(arg("signPack", "bits", bits, packedBytes(n, 1), Access::Write));
+      return cpu().signPack(src, n, bits);
+    });
+  }
+  Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_t* signBits,
+                      size_t n, uint8_t* countsOut, int outBits, int source) override {
+    return defer("signCountAdd", [=]() -> Status {
+      if (countsIn)
+        GC_CHECK(arg("signCountAdd", "countsIn", countsIn, packedBytes(n, inBits), Access::Read));
+      GC_CHECK(arg("signCountAdd", "signBits", signBits, packedBytes(n, 1), Access::Read));
+      GC_CHECK(arg("signCountAdd", "countsOut", countsOut, packedBytes(n, outBits),
+                   Access::Write));
+      return cpu().signCountAdd(countsIn, inBits, maxIn, signBits, n, countsOut, outBits,
+                                source);
+    });
+  }
+  Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
+                      uint8_t* decision) override {
+    return defer("signMajority", [=]() -> Status {
+      GC_CHECK(arg("signMajority", "counts", counts, packedBytes(n, bits), Access::Read));
+      GC_CHECK(arg("signMajority", "decision", decision, packedBytes(n, 1), Access::Write));
+      return cpu().signMajority(counts, bits, n, nranks, decision);
+    });
+  }
+  Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
+                    int source) override {
+    return defer("signExpand", [=]() -> Status {
+      GC_CHECK(arg("signExpand", "bits", bits, packedBytes(n, 1), Access::Read));
+      GC_CHECK(arg("signExpand", "dst", dst, n * 4, Access::Write));
+      return cpu().signExpand(bits, n, pos, neg, dst, source);
+    });
+  }
+  Status blockDot(const float* x, const float* d, size_t n, size_t block,
+                  float* out) override {
+    const size_t blocks = block ? (n + block - 1) / block : 0;
+    return defer("blockDot", [=]() -> Status {
+      GC_CHECK(arg("blockDot", "x", x, n * 4, Access::Read));
+      GC_CHECK(arg("blockDot", "d", d, n * 4, Access::Read));
+      GC_CHECK(arg("blockDot", "out", out, blocks * 4, Access::Write));
+      return cpu().blockDot(x, d, n, block, out);
+    });
+  }
+  Status expandBlocks(const float* d, size_t n, size_t block, const float* scales, float* dst,
+                      bool subtractFrom) override {
+    const size_t blocks = block ? (n + block - 1) / block : 0;
+    return defer("expandBlocks", [=]() -> Status {
+      GC_CHECK(arg("expandBlocks", "d", d, n * 4, Access::Read));
+      GC_CHECK(arg("expandBlocks", "scales", scales, blocks * 4, Access::Read));
+      GC_CHECK(arg("expandBlocks", "dst", dst, n * 4,
+                   subtractFrom ? Access::ReadWrite : Access::Write));
+      return cpu().expandBlocks(d, n, block, scales, dst, subtractFrom);
+    });
+  }
+  Status fftForward(const float* src, size_t n, size_t chunk, float* spectrum) override {
+    return defer("fftForward", [=]() -> Status {
+      GC_CHECK(arg("fftForward", "src", src, n * 4, Access::Read));
+      GC_CHECK(arg("fftForward", "spectrum", spectrum, fftBinCount(n, chunk) * 8, Access::Write));
+      return cpu().fftForward(src, n, chunk, spectrum);
+    });
+  }
+  Status fftInverse(const float* spectrum, size_t n, size_t chunk, float* dst) override {
+    return defer("fftInverse", [=]() -> Status {
+      GC_CHECK(arg("fftInverse", "spectrum", spectrum, fftBinCount(n, chunk) * 8, Access::Read));
+      GC_CHECK(arg("fftInverse", "dst", dst, n * 4, Access::Write));
+      return cpu().fftInverse(spectrum, n, chunk, dst);
+    });
+  }
+  Status fftSelectBins(const float* spectrum, size_t n, size_t chunk, double keep,
+                       uint8_t* bitmap) override {
+    return defer("fftSelectBins", [=]() -> Status {
+      const size_t bins = fftBinCount(n, chunk);
+      GC_CHECK(arg("fftSelectBins", "spectrum", spectrum, bins * 8, Access::Read));
+      GC_CHECK(arg("fftSelectBins", "bitmap", bitmap, packedBytes(bins, 1), Access::Write));
+      return cpu().fftSelectBins(spectrum, n, chunk, keep, bitmap);
+    });
+  }
+  Status fftCheckBitmap(const uint8_t* bitmap, size_t n, size_t chunk, double keep,
+                        int source) override {
+    return defer("fftCheckBitmap", [=]() -> Status {
+      GC_CHECK(arg("fftCheckBitmap", "bitmap", bitmap, packedBytes(fftBinCount(n, chunk), 1),
+                   Access::Read));
+      return cpu().fftCheckBitmap(bitmap, n, chunk, keep, source);
+    });
+  }
+  Status gatherBins(const float* spectrum, const uint8_t* bitmap, size_t bins,
+                    float* packed) override {
+    return defer("gatherBins", [=]() -> Status {
+      GC_CHECK(arg("gatherBins", "bitmap", bitmap, packedBytes(bins, 1), Access::Read));
+      GC_CHECK(arg("gatherBins", "spectrum", spectrum, bins * 8, Access::Read));
+      GC_CHECK(arg("gatherBins", "packed", packed, setBits(bitmap, bins) * 8, Access::Write));
+      return cpu().gatherBins(spectrum, bitmap, bins, packed);
+    });
+  }
+  Status scatterAddBins(const float* packed, const uint8_t* bitmap, size_t bins,
+                        float* spectrum) override {
+    return defer("scatterAddBins", [=]() -> Status {
+      GC_CHECK(arg("scatterAddBins", "bitmap", bitmap, packedBytes(bins, 1), Access::Read));
+      GC_CHECK(arg("scatterAddBins", "packed", packed, setBits(bitmap, bins) * 8, Access::Read));
+      GC_CHECK(arg("scatterAddBins", "spectrum", spectrum, bins * 8, Access::ReadWrite));
+      return cpu().scatterAddBins(packed, bitmap, bins, spectrum);
+    });
+  }
+  Status checkFinite(const float* x, size_t n, int source) override {
+    return defer("checkFinite", [=]() -> Status {
+      GC_CHECK(arg("checkFinite", "x", x, n * 4, Access::Read));
+      return cpu().checkFinite(x, n, source);
+    });
+  }
+
+ private:
+  struct Op {
+    std::function<Status()> run;
+    bool always;  // runs even after an error (releases)
+  };
+
+  static Backend& cpu() { return cpuBackend(); }
+
+  template <class F>
+  Status defer(const char* /*name*/, F&& f) {
+    record("", std::forward<F>(f), false);
+    return Status::Ok();
+  }
+  template <class F>
+  void record(const char*, F&& f, bool always) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!always) ++traffic_.primitives;
+    queue_.push_back(Op{std::function<Status()>(std::forward<F>(f)), always});
+  }
+
+  // Scalar results are garbage until sync() writes them.
+  static void poison(float* p) { *p = std::numeric_limits<float>::quiet_NaN(); }
+  static void poison(size_t* p) { *p = ~size_t(0); }
+  static void poison(AccumulateStats* p) {
+    p->maxAbs = std::numeric_limits<double>::quiet_NaN();
+    p->nonFinite = p->above = ~uint64_t(0);
+  }
+  static void poison(AbsStats* p) {
+    p->maxAbs = std::numeric_limits<double>::quiet_NaN();
+    p->nonFinite = ~uint64_t(0);
+  }
+
+  // Runs inside sync() (mu_ held): the argument's memory and its traffic.
+  // `touched` (SIZE_MAX: all of it) is what a kernel would move for host
+  // memory accessed sparsely (scatters touch only their entries).
+  Status arg(const char* primitive, const char* name, const void* p, size_t bytes, Access access,
+             size_t touched = SIZE_MAX) {
+    if (bytes == 0) return Status::Ok();
+    const uintptr_t a = uintptr_t(p);
+    if (inside(device_, a, bytes)) return Status::Ok();
+    GC_REQUIRE(inside(host_, a, bytes), Err::InvalidArgument,
+               "cpu-device %s: argument '%s' (%zu bytes at %p) is neither device nor host "
+               "memory of this backend (a GPU kernel would fault here)",
+               primitive, name, bytes, p);
+    const uint64_t moved = touched < bytes ? touched : bytes;
+    if (access != Access::Write) traffic_.h2dBytes += moved;
+    if (access != Access::Read) traffic_.d2hBytes += moved;
+    return Status::Ok();
+  }
+  // A scalar result: counted, and refused when it points into a stack frame
+  // that has returned (a local of a function that did not sync before
+  // returning: on a GPU the write would land in whatever lives there now).
+  Status scalar(const void* p, size_t bytes) {
+    traffic_.d2hBytes += bytes;
+    const uintptr_t a = uintptr_t(p);
+    uintptr_t lo = 0, hi = 0;
+    if (stackOf(&lo, &hi) && a >= lo && a < syncFrame_)
+      return makeStatus(Err::Internal,
+                        "cpu-device: a scalar result at %p lies in a returned stack frame (its "
+                        "function did not sync before returning)", p);
+    return Status::Ok();
+  }
+  // The calling thread's stack [lo, hi).
+  static bool stackOf(uintptr_t* lo, uintptr_t* hi) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+    void* addr = nullptr;
+    size_t size = 0;
+    const bool ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
+    pthread_attr_destroy(&attr);
+    *lo = uintptr_t(addr);
+    *hi = uintptr_t(addr) + size;
+    return ok;
+  }
+
+  void setOpen(bool open) {
+    if (base_ && used_) mprotect(base_, used_, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+  }
+  Status takeError() {
+    Status s = error_;
+    error_ = Status::Ok();
+    return s;
+  }
+
+  char* base_ = nullptr;
+  int slot_ = -1;
+  mutable std::mutex mu_;
+  size_t used_ = 0;
+  std::map<size_t, std::vector<char*>> free_;
+  std::map<uintptr_t, size_t> device_, host_;
+  std::vector<Op> queue_;
+  Status error_;
+  Traffic traffic_;
+  uintptr_t syncFrame_ = 0;  // see sync()
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeCpuDeviceBackend() {
+  return std::unique_ptr<Backend>(new CpuDeviceBackend());
+}
+
+}  // namespace gradcomp::device
