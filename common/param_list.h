@@ -25,6 +25,8 @@
     "host:port where rank 0 listens (UCX listener) for the standalone bootstrap. Falls back to MASTER_ADDR:MASTER_PORT.") \
   X(WAIT_SPIN_US, Int, "20", "0..1000000",                                                  \
     "Microseconds a wait busy-polls the network before it sleeps on the UCX event fd, so that more ranks than cores still make progress.") \
+  X(API_BACKEND, Enum, "cpu", "cpu|cpu-device",                                            \
+    "Backend of communicators made through gradcomp's C API (gradcomp-bench, gradcomp-train, tests): cpu, the CPU reference; cpu-device, the CPU reference with a GPU's memory discipline (device memory that faults when host code touches it, deferred primitives, host-device traffic counted): how CI proves the device-resident data path without a GPU.") \
   X(UCX_ERR_MODE, Enum, "AUTO", "AUTO|PEER|NONE",                                           \
     "UCX endpoint error handling. PEER detects a dead peer at once but UCX 1.13 then avoids shared memory (loopback TCP on one node); NONE allows shared memory, and a dead peer is caught by GRADCOMP_TIMEOUT_S. AUTO: NONE to peers on the same host (same boot id and network namespace), PEER to other hosts (NONE when no transport in UCX_TLS can do PEER).") \
   X(DENSE_RD_MAX_BYTES, Size, "64K", "0..1G",                                               \

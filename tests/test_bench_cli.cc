@@ -289,3 +289,75 @@ TEST_CASE("gradcomp-bench ratio is 1 for the dense ring with an uneven count", "
   CHECK(num(rows[0], "wire_bytes_max") == double((2 * 65536 - 2 * 21845) * 4));
   CHECK(num(rows[0], "ratio") == 1.0);
 }
+
+// The device-resident path between real processes over UCX: every algorithm
+// on the cpu-device backend (device memory that faults on host access,
+// deferred primitives), P = 3 and 4, three dtypes, every call checked.
+TEST_CASE("gradcomp-bench --backend cpu-device: every algorithm, P 3 and 4, f32/f16/bf16, #wrong 0",
+          "[bench][mp][memory]") {
+  const std::string algos = [] {
+    Result r = runBench({"--help"});
+    REQUIRE(r.exitCode == 0);
+    const size_t at = r.out.find("--algo NAME");
+    REQUIRE(at != std::string::npos);
+    const size_t start = r.out.find_first_not_of(' ', at + 11), end = r.out.find('\n', start);
+    return r.out.substr(start, end - start);  // "dense, dsa, ... (default dense)"
+  }();
+  std::vector<std::string> names;
+  std::string word;
+  for (char ch : algos) {  // names are lowercase letters and digits
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      word += ch;
+    } else if (!word.empty()) {
+      if (word == "default") break;
+      names.push_back(word);
+      word.clear();
+    }
+  }
+  REQUIRE(names.size() >= 10);
+  for (const std::string& algo : names)
+    for (const char* ranks : {"3", "4"})
+      for (const char* dtype : {"float", "half", "bfloat16"}) {
+        INFO(algo << " P=" << ranks << " " << dtype);
+        const std::string json = scratch() + "/dev.json";
+        const Result r = runBench({"--ranks", ranks, "--algo", algo, "--backend", "cpu-device", "-b",
+                                   "96K", "-e", "96K", "-n", "2", "-w", "1", "-c", "1", "-d", dtype,
+                                   "-J", json});
+        INFO(r.err);
+        REQUIRE(r.exitCode == 0);
+        CHECK(contains(r.out, "Wrong values         : 0 OK"));
+        const auto rows = parseRows(readFile(json));
+        REQUIRE(rows.size() == 1);
+        CHECK(rows[0].at("backend") == "cpu-device");
+        CHECK(rows[0].at("wrong") == "0");
+        CHECK(std::stod(rows[0].at("host_syncs")) >= 1);
+      }
+}
+
+// Only payloads cross between host and device: for the compressed
+// algorithms the host <-> device bytes per rank and call stay within 3x the
+// bytes the rank sends (issue 19's bound; each payload crosses once at the
+// sender and once at each receiver, plus control words).
+TEST_CASE("gradcomp-bench cpu-device: oktopk and qsgd 4 bit move at most 3x their wire bytes "
+          "across PCIe at 16M floats", "[bench][mp][memory]") {
+  const std::vector<std::vector<std::string>> runs = {{"--algo", "oktopk", "--density", "0.01"},
+                                                      {"--algo", "qsgd", "--bits", "4"}};
+  for (const auto& algo : runs) {
+    INFO(algo[1]);
+    const std::string json = scratch() + "/traffic.json";
+    std::vector<std::string> args = {"--ranks", "4", "--backend", "cpu-device", "-b", "64M", "-e",
+                                     "64M", "-n", "1", "-w", "1", "-c", "0", "-J", json};
+    args.insert(args.end(), algo.begin(), algo.end());
+    const Result r = runBench(args, {}, 300);
+    INFO(r.err);
+    REQUIRE(r.exitCode == 0);
+    const auto rows = parseRows(readFile(json));
+    REQUIRE(rows.size() == 1);
+    const double wire = std::stod(rows[0].at("wire_bytes_max"));
+    const double pcie = std::stod(rows[0].at("d2h_bytes")) + std::stod(rows[0].at("h2d_bytes"));
+    INFO("wire " << wire << " B, d2h + h2d " << pcie << " B");
+    CHECK(wire > 0);
+    CHECK(pcie > 0);
+    CHECK(pcie <= 3 * wire);
+  }
+}

@@ -3,7 +3,11 @@
  * libgradcomp.so (which exports only NCCL entry points and ncclNetPlugin_v*);
  * in-tree tools link the internal library statically.
  *
- * All calls are blocking on host memory (CPU reference backend). Errors return a
+ * All calls are blocking. A communicator runs on the backend GRADCOMP_API_BACKEND
+ * names: the CPU reference (cpu, the default: host memory is device memory), or
+ * cpu-device, the CPU reference with a GPU's memory discipline, whose device
+ * memory host code must not touch: there the buffers of gcAllreduce come from
+ * gcMemAlloc and move with gcMemcpyToDevice / gcMemcpyToHost. Errors return a
  * gcResult_t; gcLastError() gives the one-line message of the calling thread's
  * last failure (it names the variable, argument or peer at fault). */
 #ifndef GRADCOMP_GRADCOMP_H_
@@ -45,6 +49,13 @@ typedef struct {
   uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv;
 } gcTraffic_t;
 
+/* Host <-> device bytes the communicator's backend moved (payloads written
+ * to and read from host memory, scalar results read back), its host
+ * synchronizations and primitives (zero on the cpu backend). */
+typedef struct {
+  uint64_t d2hBytes, h2dBytes, syncs, primitives;
+} gcDeviceTraffic_t;
+
 /* Collective: rank, size and rendezvous from the environment (GRADCOMP_RANK /
  * GRADCOMP_NRANKS or a launcher's variables, GRADCOMP_BOOTSTRAP or
  * MASTER_ADDR:MASTER_PORT), then UCX endpoints to every peer. */
@@ -62,7 +73,15 @@ void gcAlgoConfigDestroy(gcAlgoConfig_t config);
 /* Comma-separated names of the registered algorithms. */
 const char* gcAlgorithmNames(void);
 
-/* Collective allreduce on host memory; sendbuf == recvbuf is in place.
+/* Device memory of comm's backend for a call's buffers (64-byte aligned). */
+gcResult_t gcMemAlloc(gcComm_t comm, size_t bytes, void** ptr);
+gcResult_t gcMemFree(gcComm_t comm, void* ptr, size_t bytes);
+/* Blocking copies between host memory (any) and gcMemAlloc memory. */
+gcResult_t gcMemcpyToDevice(gcComm_t comm, void* dst, const void* src, size_t bytes);
+gcResult_t gcMemcpyToHost(gcComm_t comm, void* dst, const void* src, size_t bytes);
+
+/* Collective allreduce on the backend's device memory (host memory on the
+ * cpu backend); sendbuf == recvbuf is in place.
  * bufferKey identifies the logical tensor across calls (error-feedback state);
  * equal on all ranks; 0 = use the recvbuf address. */
 gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
@@ -70,6 +89,9 @@ gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataT
 
 /* Bytes and messages this rank sent/received on comm since the last reset. */
 gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic);
+/* Host <-> device traffic of comm's backend since the last reset. */
+gcResult_t gcCommGetDeviceTraffic(gcComm_t comm, gcDeviceTraffic_t* traffic);
+/* Resets both counters. */
 gcResult_t gcCommResetTraffic(gcComm_t comm);
 
 const char* gcResultString(gcResult_t result);

@@ -7,7 +7,9 @@
 #include <new>
 
 #include "common/log.h"
+#include "device/arrays.h"
 #include "device/backend.h"
+#include "device/cpu/cpu_device_backend.h"
 #include "gradcomp/gradcomp.h"
 #include "plugin/api/comm.h"
 #include "transport/ucx_transport.h"
@@ -40,9 +42,17 @@ Status initFromEnv(gcComm_t* out) {
   auto comm = std::make_unique<gcComm>();
   GC_CHECK(transport::createUcxBootstrap(info, &comm->bootstrap));
   GC_CHECK(transport::createUcxTransport(*comm->bootstrap, transport::UcxOptions{}, &comm->net));
-  comm->dev = &device::cpuBackend();
+  std::string backend;
+  GC_CHECK(param::getString(param::Id::API_BACKEND, &backend));
+  if (backend == "cpu-device") {
+    comm->ownedDev = device::makeCpuDeviceBackend();
+    comm->dev = comm->ownedDev.get();
+  } else {
+    comm->dev = &device::cpuBackend();
+  }
   GC_CHECK(algo::ErrorFeedbackStore::createForCommunicator(&comm->errorFeedback));
-  GC_INFO(INIT, "communicator ready: rank %d of %d (%s)", info.rank, info.size, info.source.c_str());
+  GC_INFO(INIT, "communicator ready: rank %d of %d (%s), %s backend", info.rank, info.size,
+          info.source.c_str(), comm->dev->name());
   *out = comm.release();
   return Status::Ok();
 }
@@ -58,6 +68,9 @@ Status destroy(gcComm_t comm) {
     std::vector<std::string> all;
     barrier = owned->bootstrap->allgather("", &all);
   }
+  owned->algorithms.clear();
+  owned->errorFeedback.reset();
+  if (owned->dev) (void)owned->dev->sync();  // deferred releases
   owned->net.reset();
   owned->bootstrap.reset();
   return barrier;
@@ -153,6 +166,26 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   return instance->allreduce(ctx, args);
 }
 
+Status memCopy(gcComm_t comm, void* dst, const void* src, size_t bytes, bool toDevice,
+               const char* fn) {
+  GC_REQUIRE(comm && comm->dev, Err::InvalidArgument, "%s: comm is NULL", fn);
+  GC_REQUIRE(bytes == 0 || (dst && src), Err::InvalidArgument, "%s: %s is NULL", fn,
+             dst ? "src" : "dst");
+  if (bytes == 0) return Status::Ok();
+  // Through host memory of the backend (the only host memory its primitives
+  // accept), then the caller's.
+  device::HostArray<char> bounce(*comm->dev, bytes);
+  if (toDevice) {
+    std::memcpy(bounce.data(), src, bytes);
+    GC_CHECK(comm->dev->copy(dst, bounce.data(), bytes));
+    return comm->dev->sync();
+  }
+  GC_CHECK(comm->dev->copy(bounce.data(), src, bytes));
+  GC_CHECK(comm->dev->sync());
+  std::memcpy(dst, bounce.data(), bytes);
+  return Status::Ok();
+}
+
 }  // namespace
 }  // namespace gradcomp::api
 
@@ -214,7 +247,50 @@ gcResult_t gcCommResetTraffic(gcComm_t comm) {
   return guard("gcCommResetTraffic", [&]() -> Status {
     GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument, "gcCommResetTraffic: comm is NULL");
     comm->net->resetCounters();
+    comm->dev->resetTraffic();
     return Status::Ok();
+  });
+}
+
+gcResult_t gcCommGetDeviceTraffic(gcComm_t comm, gcDeviceTraffic_t* traffic) {
+  return guard("gcCommGetDeviceTraffic", [&]() -> Status {
+    GC_REQUIRE(comm && comm->dev, gradcomp::Err::InvalidArgument,
+               "gcCommGetDeviceTraffic: comm is NULL");
+    GC_REQUIRE(traffic, gradcomp::Err::InvalidArgument, "gcCommGetDeviceTraffic: traffic is NULL");
+    const gradcomp::device::Traffic t = comm->dev->traffic();
+    *traffic = {t.d2hBytes, t.h2dBytes, t.syncs, t.primitives};
+    return Status::Ok();
+  });
+}
+
+gcResult_t gcMemAlloc(gcComm_t comm, size_t bytes, void** ptr) {
+  return guard("gcMemAlloc", [&]() -> Status {
+    GC_REQUIRE(comm && comm->dev, gradcomp::Err::InvalidArgument, "gcMemAlloc: comm is NULL");
+    GC_REQUIRE(ptr, gradcomp::Err::InvalidArgument, "gcMemAlloc: ptr is NULL");
+    *ptr = comm->dev->allocate(bytes);
+    GC_REQUIRE(*ptr, gradcomp::Err::SystemError, "gcMemAlloc: %zu bytes of %s memory: out of memory",
+               bytes, comm->dev->name());
+    return Status::Ok();
+  });
+}
+
+gcResult_t gcMemFree(gcComm_t comm, void* ptr, size_t bytes) {
+  return guard("gcMemFree", [&]() -> Status {
+    GC_REQUIRE(comm && comm->dev, gradcomp::Err::InvalidArgument, "gcMemFree: comm is NULL");
+    if (ptr) comm->dev->deallocate(ptr, bytes);
+    return comm->dev->sync();
+  });
+}
+
+gcResult_t gcMemcpyToDevice(gcComm_t comm, void* dst, const void* src, size_t bytes) {
+  return guard("gcMemcpyToDevice", [&] {
+    return gradcomp::api::memCopy(comm, dst, src, bytes, true, "gcMemcpyToDevice");
+  });
+}
+
+gcResult_t gcMemcpyToHost(gcComm_t comm, void* dst, const void* src, size_t bytes) {
+  return guard("gcMemcpyToHost", [&] {
+    return gradcomp::api::memCopy(comm, dst, src, bytes, false, "gcMemcpyToHost");
   });
 }
 

@@ -16,9 +16,12 @@
 struct gcComm {
   // Declaration order is teardown order reversed: the transport goes before
   // the bootstrap it was wired through.
+  // A cpu-device backend, declared first so it outlives the algorithms' and
+  // residuals' memory.
+  std::unique_ptr<gradcomp::device::Backend> ownedDev;
   std::unique_ptr<gradcomp::transport::AddressExchange> bootstrap;
   std::unique_ptr<gradcomp::transport::Transport> net;
-  gradcomp::device::Backend* dev = nullptr;  // the CPU reference backend
+  gradcomp::device::Backend* dev = nullptr;  // GRADCOMP_API_BACKEND: cpu or cpu-device
   std::unique_ptr<gradcomp::algo::ErrorFeedbackStore> errorFeedback;
   // One instance per algorithm name, created at first use (they keep state:
   // scratch buffers, thresholds keyed by bufferKey).

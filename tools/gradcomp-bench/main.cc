@@ -44,6 +44,8 @@ int run(int argc, char** argv) {
     fputs(gradcomp::bench::usage().c_str(), stdout);
     return 0;
   }
+  // --backend is GRADCOMP_API_BACKEND for this process and the ranks it starts.
+  if (!options.backend.empty()) setenv("GRADCOMP_API_BACKEND", options.backend.c_str(), 1);
   // Every GRADCOMP_* variable is checked before a rank starts or waits.
   s = gradcomp::param::validateEnvironment();
   if (!s.ok()) return fail(s, "");

@@ -184,6 +184,9 @@ Status apply(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
   } else if (n == "json") {
     if (f.value.empty()) return bad(f, "a file path");
     out->jsonPath = f.value;
+  } else if (n == "backend") {
+    if (f.value != "cpu" && f.value != "cpu-device") return bad(f, "cpu or cpu-device");
+    out->backend = f.value;
   } else if (n == "param") {
     return applyParam(f, out);
   } else {
@@ -250,6 +253,8 @@ std::string usage() {
          "                          rank of a job launched elsewhere (GRADCOMP_RANK/NRANKS/BOOTSTRAP)\n"
          "      --input NAME        gradient (default), uniform, integer, onehot, ones\n"
          "      --seed N            input generator seed (default 1)\n"
+         "      --backend B         cpu (default) or cpu-device: the CPU reference with a GPU's\n"
+         "                          memory discipline; rows then report host<->device bytes\n"
          "  Algorithm parameters (registry variables as flags):\n" + params;
 }
 

@@ -33,6 +33,7 @@ struct Options {
   InputKind input = InputKind::Gradient;
   uint64_t seed = 1;
   std::string jsonPath;  // -J
+  std::string backend;  // --backend cpu|cpu-device: sets GRADCOMP_API_BACKEND (empty: as set)
   bool help = false;
   // argv without --ranks and its value: what each launched rank runs.
   std::vector<std::string> rankArgs;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/param.h"
 #include "tools/gradcomp-bench/inputs.h"
 
 namespace gradcomp::bench {
@@ -98,6 +99,8 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
   FILE* f = fopen(path.c_str(), "w");
   GC_REQUIRE(f, Err::SystemError, "-J '%s': cannot open for writing: %s", path.c_str(),
              strerror(errno));
+  std::string backend;
+  GC_CHECK(param::getString(param::Id::API_BACKEND, &backend));
   fprintf(f, "[\n");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -105,14 +108,17 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             "  {\"size_bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": \"%s\", "
             "\"algo\": \"%s\", \"ranks\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
             "\"busbw_gbps\": %s, \"wire_bytes_max\": %s, \"wire_bytes_mean\": %s, \"ratio\": %s, "
-            "\"rel_err\": %s, \"wrong\": %s}%s\n",
+            "\"rel_err\": %s, \"wrong\": %s, \"backend\": \"%s\", \"d2h_bytes\": %s, "
+            "\"h2d_bytes\": %s, \"host_syncs\": %s}%s\n",
             static_cast<unsigned long long>(r.sizeBytes), static_cast<unsigned long long>(r.count),
             dtypeName(o.dtype), redOpName(o.op), o.algo.c_str(), r.ranks,
             jsonNumber(r.timeUs).c_str(), jsonNumber(r.algbwGBps()).c_str(),
             jsonNumber(r.busbwGBps()).c_str(), jsonNumber(r.wireMax).c_str(),
             jsonNumber(r.wireMean).c_str(), r.haveRatio() ? jsonNumber(r.ratio()).c_str() : "null",
             r.checked ? jsonNumber(r.relErr).c_str() : "null",
-            r.haveWrong ? std::to_string(r.wrong).c_str() : "null", i + 1 < rows.size() ? "," : "");
+            r.haveWrong ? std::to_string(r.wrong).c_str() : "null", backend.c_str(),
+            jsonNumber(r.d2hMax).c_str(), jsonNumber(r.h2dMax).c_str(),
+            jsonNumber(r.syncsMax).c_str(), i + 1 < rows.size() ? "," : "");
   }
   fprintf(f, "]\n");
   const bool ok = fflush(f) == 0 && !ferror(f);

@@ -21,6 +21,9 @@ struct Row {
   double wireMax = 0;       // bytes sent per call, max over ranks
   double wireMean = 0;      // bytes sent per call, mean over ranks
   double ringBytes = 0;     // what the dense ring sends per call (max over ranks)
+  double d2hMax = 0;        // backend device -> host bytes per call, max over ranks
+  double h2dMax = 0;        // backend host -> device bytes per call, max over ranks
+  double syncsMax = 0;      // backend host synchronizations per call, max over ranks
   bool checked = false;     // -c 1: relErr is valid
   double relErr = 0;        // max over checked calls and ranks
   bool haveWrong = false;   // checked and the algorithm has a Reference

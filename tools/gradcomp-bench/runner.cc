@@ -76,9 +76,33 @@ struct Job {
   const algo::AlgorithmInfo& info;
 };
 
+// A buffer in the communicator's device memory (gcMemAlloc): on cpu-device
+// host code must not touch it, so data moves with gcMemcpyToDevice/ToHost.
+struct DeviceBuf {
+  gcComm_t comm;
+  size_t bytes;
+  void* p = nullptr;
+  DeviceBuf(gcComm_t c, size_t b) : comm(c), bytes(b) {}
+  ~DeviceBuf() {
+    if (p) (void)gcMemFree(comm, p, bytes);
+  }
+  Status alloc() { return api(gcMemAlloc(comm, bytes ? bytes : 1, &p)); }
+};
+
+// Dense fp64 sum of `values` over the ranks (barrier and statistics), on
+// device memory like every other call.
+Status sumOverRanks(const Job& job, uint64_t key, std::vector<double>* values) {
+  DeviceBuf buf(job.comm, values->size() * sizeof(double));
+  GC_CHECK(buf.alloc());
+  GC_CHECK(api(gcMemcpyToDevice(job.comm, buf.p, values->data(), buf.bytes)));
+  GC_CHECK(api(gcAllreduce(buf.p, buf.p, values->size(), gcFloat64, gcSum, job.dense, key,
+                           job.comm)));
+  return api(gcMemcpyToHost(job.comm, values->data(), buf.p, buf.bytes));
+}
+
 // Per-rank figures for one size.
 struct Local {
-  double timeUs = 0, wire = 0, relErr = 0;
+  double timeUs = 0, wire = 0, relErr = 0, d2h = 0, h2d = 0, syncs = 0;
   uint64_t wrong = 0;
 };
 
@@ -86,7 +110,9 @@ struct Local {
 // -c 1 every call (warm-up included) is checked after it returns: all ranks'
 // inputs of the call are regenerated and the Reference sees the calls in
 // order. The check work sits between calls, outside the timed region, and
-// the barrier before each timed call realigns the ranks after it.
+// the barrier before each timed call realigns the ranks after it. The call's
+// buffers are device memory of the communicator's backend; inputs move in
+// and results out through host copies outside the timed region.
 Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   const Options& o = job.o;
   const size_t bytes = count * dtypeSize(o.dtype);
@@ -98,6 +124,9 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   for (const auto& buf : inputs) ptrs.push_back(buf.data());
   char* send = inputs[o.check ? job.rank : 0].data();
   std::vector<char> recv(bytes);
+  DeviceBuf dSend(job.comm, bytes), dRecv(job.comm, bytes);
+  GC_CHECK(dSend.alloc());
+  GC_CHECK(dRecv.alloc());
   Config cfg;
   GC_CHECK(makeConfig(o.algo, &o.params, &cfg));
   std::unique_ptr<Checker> checker;
@@ -115,7 +144,7 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   args.op = o.op;
   args.bufferKey = sizeKey(sizeIndex);
 
-  double totalUs = 0, totalWire = 0;
+  double totalUs = 0, totalWire = 0, totalD2h = 0, totalH2d = 0, totalSyncs = 0;
   for (int c = 0; c < o.warmupIters + o.iters; ++c) {
     if (o.check) {
       for (int r = 0; r < job.nranks; ++r)
@@ -123,24 +152,30 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
     } else {
       GC_CHECK(fillInput(job.inputs, job.rank, uint64_t(c), o.dtype, send, count));
     }
+    GC_CHECK(api(gcMemcpyToDevice(job.comm, dSend.p, send, bytes)));
     const bool timed = c >= o.warmupIters;
     if (timed) {
-      double token = 0;
-      GC_CHECK(api(gcAllreduce(&token, &token, 1, gcFloat64, gcSum, job.dense, kBarrierKey,
-                               job.comm)));
+      std::vector<double> token(1, 0.0);
+      GC_CHECK(sumOverRanks(job, kBarrierKey, &token));
       GC_CHECK(api(gcCommResetTraffic(job.comm)));
     }
     const auto t0 = std::chrono::steady_clock::now();
-    GC_CHECK(api(gcAllreduce(send, recv.data(), count, gcType(o.dtype), gcOp(o.op), cfg.c,
+    GC_CHECK(api(gcAllreduce(dSend.p, dRecv.p, count, gcType(o.dtype), gcOp(o.op), cfg.c,
                              args.bufferKey, job.comm)));
     const auto t1 = std::chrono::steady_clock::now();
     if (timed) {
       gcTraffic_t traffic{};
+      gcDeviceTraffic_t dev{};
       GC_CHECK(api(gcCommGetTraffic(job.comm, &traffic)));
+      GC_CHECK(api(gcCommGetDeviceTraffic(job.comm, &dev)));
       totalUs += std::chrono::duration<double, std::micro>(t1 - t0).count();
       totalWire += double(traffic.bytesSent);
+      totalD2h += double(dev.d2hBytes);
+      totalH2d += double(dev.h2dBytes);
+      totalSyncs += double(dev.syncs);
     }
     if (checker) {
+      GC_CHECK(api(gcMemcpyToHost(job.comm, recv.data(), dRecv.p, bytes)));
       CallCheck result;
       GC_CHECK(checker->checkCall(ptrs, args, recv.data(), &result));
       local->wrong += result.wrong;
@@ -149,21 +184,26 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   }
   local->timeUs = totalUs / o.iters;
   local->wire = totalWire / o.iters;
+  local->d2h = totalD2h / o.iters;
+  local->h2d = totalH2d / o.iters;
+  local->syncs = totalSyncs / o.iters;
   return Status::Ok();
 }
 
-// Combines the ranks' figures: each rank fills its 4 slots, a dense sum
+// Combines the ranks' figures: each rank fills its slots, a dense sum
 // gathers them, and every rank derives the same row.
 Status gatherRow(const Job& job, const Local& local, Row* row) {
-  constexpr int kSlots = 4;
+  constexpr int kSlots = 7;
   std::vector<double> all(size_t(job.nranks) * kSlots, 0.0);
   double* mine = &all[size_t(job.rank) * kSlots];
   mine[0] = local.timeUs;
   mine[1] = local.wire;
   mine[2] = double(local.wrong);
   mine[3] = local.relErr;
-  GC_CHECK(api(gcAllreduce(all.data(), all.data(), all.size(), gcFloat64, gcSum, job.dense,
-                           kStatsKey, job.comm)));
+  mine[4] = local.d2h;
+  mine[5] = local.h2d;
+  mine[6] = local.syncs;
+  GC_CHECK(sumOverRanks(job, kStatsKey, &all));
   double wrong = 0;
   for (int r = 0; r < job.nranks; ++r) {
     const double* s = &all[size_t(r) * kSlots];
@@ -172,6 +212,9 @@ Status gatherRow(const Job& job, const Local& local, Row* row) {
     row->wireMean += s[1] / job.nranks;
     wrong += s[2];
     row->relErr = std::max(row->relErr, s[3]);
+    row->d2hMax = std::max(row->d2hMax, s[4]);
+    row->h2dMax = std::max(row->h2dMax, s[5]);
+    row->syncsMax = std::max(row->syncsMax, s[6]);
   }
   row->wrong = uint64_t(wrong);
   return Status::Ok();
