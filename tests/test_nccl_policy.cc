@@ -114,4 +114,11 @@ TEST_CASE("cross-rank comparison names the first differing key", "[nccl][policy]
   std::string t = effectiveConfigText(p, comm(0, 4), true);
   CHECK(t.find("communicator.selected=1") != std::string::npos);
   CHECK(t != effectiveConfigText(p, comm(0, 4), false));
+  // A rank without the CUDA executor disagrees with one that has it: the
+  // wiring then disables compression on every rank (no rank-local choice).
+  const std::string withCuda = effectiveConfigText(p, comm(0, 4), true, "cuda");
+  const std::string without = effectiveConfigText(p, comm(0, 4), true, "none");
+  const std::string why = firstDifference({withCuda, withCuda, without});
+  CHECK(why.find("executor.device") != std::string::npos);
+  CHECK(why.find("rank 2") != std::string::npos);
 }

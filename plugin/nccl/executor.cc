@@ -24,6 +24,19 @@ Executor& hostExecutor() {
   return executor;
 }
 
+std::string deviceExecutorAvailability(std::string* why) {
+  std::string reason;
+#if !GRADCOMP_HAVE_CUDA
+  reason = "libgradcomp was built without CUDA";
+#else
+  if (!cudaDriverLoaded()) reason = "no CUDA driver is loaded in this process";
+  else if (cudaExecutor() == nullptr)
+    reason = "no usable CUDA device (the static CUDA 13 runtime needs driver >= 580)";
+#endif
+  if (why) *why = reason;
+  return reason.empty() ? "cuda" : "none";
+}
+
 Executor* selectExecutor(MemoryKind send, MemoryKind recv) {
   if (send == MemoryKind::Host && recv == MemoryKind::Host) return &hostExecutor();
   if (send == MemoryKind::Device && recv == MemoryKind::Device) return cudaExecutor();

@@ -7,6 +7,8 @@
 //   (no CUDA in the build, no device) such calls pass through to NCCL.
 #pragma once
 
+#include <string>
+
 #include "algorithms/algorithm.h"
 #include "plugin/nccl/cuda_probe.h"
 #include "plugin/nccl/nccl_abi.h"
@@ -51,5 +53,13 @@ Executor& hostExecutor();
 Executor* cudaExecutor();
 // nullptr: no executor for these buffers (the call passes through).
 Executor* selectExecutor(MemoryKind send, MemoryKind recv);
+
+// Whether this process can run compressed calls on device memory: "cuda" or
+// "none". Part of the configuration every rank agrees on at communicator
+// init (wiring.cc), so a job where some ranks lack the executor (a driver too
+// old for the static CUDA 13 runtime, no device, a build without CUDA)
+// disables compression on every rank instead of hanging. *why (nullable)
+// gets the reason for "none".
+std::string deviceExecutorAvailability(std::string* why);
 
 }  // namespace gradcomp::nccl

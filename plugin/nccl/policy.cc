@@ -232,9 +232,11 @@ Verdict decide(const Policy& policy, const CommIdentity& comm, const CallShape& 
   return Verdict::Compress;
 }
 
-std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, bool selected) {
+std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, bool selected,
+                                const std::string& deviceExecutor) {
   std::ostringstream os;
   os << "gradcomp.version=1\n";
+  os << "executor.device=" << deviceExecutor << "\n";
   os << "GRADCOMP_ALGO=" << policy.algo << "\n";
   os << "GRADCOMP_COMMS=" << policy.commsText << "\n";
   os << "GRADCOMP_MIN_BYTES=" << policy.minBytes << "\n";

@@ -102,7 +102,9 @@ bool eligibleOp(int ncclOp, RedOp* out);
 // version, algorithm(s), selectors, sizes, rules, algorithm parameters, and
 // whether this communicator is selected. Equal on every rank or the
 // communicator must not compress.
-std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, bool selected);
+// deviceExecutor: deviceExecutorAvailability() of this process ("cuda", "none").
+std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, bool selected,
+                                const std::string& deviceExecutor = "none");
 // "" when all texts are equal; else "key 'K' is 'a' on rank i but 'b' on rank j".
 std::string firstDifference(const std::vector<std::string>& texts);
 

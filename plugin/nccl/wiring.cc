@@ -2,6 +2,7 @@
 
 #include "algorithms/error_feedback.h"
 #include "common/log.h"
+#include "plugin/nccl/executor.h"
 #include "plugin/nccl/nccl_exchange.h"
 #include "transport/ucx_transport.h"
 
@@ -43,8 +44,13 @@ Status compareConfigs(NcclExchange& exchange, const std::string& text, std::stri
 Status wireCommunicator(const Policy& policy, CommState& state) {
   auto start = std::chrono::steady_clock::now();
   NcclExchange exchange(state.comm, state.rank, state.id.nranks);
-  std::string diff;
-  GC_CHECK(compareConfigs(exchange, effectiveConfigText(policy, state.id, state.selected), &diff));
+  std::string diff, why;
+  const std::string executor = deviceExecutorAvailability(&why);
+  if (executor != "cuda" && policy.enabled() && state.selected)
+    GC_INFO(INIT, "communicator #%llu: no CUDA executor on this rank (%s): calls on device "
+            "memory pass through to NCCL", (unsigned long long)state.id.index, why.c_str());
+  GC_CHECK(compareConfigs(exchange,
+                          effectiveConfigText(policy, state.id, state.selected, executor), &diff));
   state.wiring = Wiring::Disabled;
   if (!diff.empty()) {
     state.disabledWhy = "configuration differs across ranks: " + diff;
