@@ -28,6 +28,6 @@ prefix=$(sed -n 's/^netlab: 2 hosts \(gcl[0-9]*-\)0\.\.1 .*/\1/p' "$work/log")
 if ip netns list | grep -q "^$prefix"; then
   echo "FAIL: namespaces $prefix* were left behind"; exit 1
 fi
-grep -q '"size_bytes": 1048576,.*"ranks": 2,.*"wrong": 0}' "$work/out.json" ||
+grep -q '"size_bytes": 1048576,.*"ranks": 2,.*"wrong": 0[,}]' "$work/out.json" ||
   { echo "FAIL: expected a 1 MiB row over 2 ranks with wrong 0 in the bench JSON:"; cat "$work/out.json"; exit 1; }
 echo "PASS: 2 ranks across namespaces ${prefix}0..1, 1 MiB dense, #wrong 0, torn down"

@@ -1,59 +1,110 @@
 // acc = (add ? acc : 0) + fp32(in) with the frame's statistics in the same
-// pass (device/backend.h). The loop body is branch-free so the compiler
-// vectorizes it: this pass is the one O(n) step every compressed call makes.
+// pass (device/backend.h). This pass is the one O(n) step every compressed
+// call makes, so the float32 and bfloat16 inputs have branch-free,
+// vectorized loops (multiversion.h); other dtypes convert element by element.
 #include "device/cpu/accumulate.h"
 
 #include <cfloat>
-#include <cmath>
+#include <cstring>
 
 #include "device/cpu/element_traits.h"
+#include "device/cpu/multiversion.h"
 
 namespace gradcomp::device::cpu {
 namespace {
 
-template <class Load>
-void run(float* acc, size_t n, bool add, float threshold, Load load, AccumulateStats* stats) {
-  // Per-lane partials over blocks keep the reductions vectorizable.
-  constexpr size_t kBlock = 1024;
+// Statistics of one block, reduced exactly (max, integer counts), so the
+// result does not depend on how the loop is vectorized.
+struct Partial {
   float maxAbs = 0;
   uint64_t nonFinite = 0, above = 0;
-  const float th = threshold >= 0 ? threshold : FLT_MAX;  // |x| > FLT_MAX never holds
-  for (size_t base = 0; base < n; base += kBlock) {
-    const size_t end = base + kBlock < n ? base + kBlock : n;
-    float blockMax = 0;
-    uint32_t blockBad = 0, blockAbove = 0;
-    for (size_t i = base; i < end; ++i) {
-      const float v = (add ? acc[i] : 0.0f) + load(i);
-      acc[i] = v;
-      const float m = std::fabs(v);
-      const bool finite = m <= FLT_MAX;  // false for NaN and Inf
-      blockBad += !finite;
-      blockMax = finite && m > blockMax ? m : blockMax;
-      blockAbove += m > th;  // NaN compares false
-    }
-    maxAbs = blockMax > maxAbs ? blockMax : maxAbs;
-    nonFinite += blockBad;
-    above += blockAbove;
+};
+
+constexpr size_t kBlock = 4096;
+
+// The largest |v| is reduced on the bit patterns: for non-negative finite
+// floats they order like unsigned integers, and an integer max vectorizes.
+__attribute__((always_inline)) inline uint32_t bitsOf(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+// th: the count threshold (>= 0; FLT_MAX counts nothing but Inf, which the
+// caller discounts). For non-negative floats `m > th` is `bits(m) > bits(th)`.
+template <bool Add, class Load>
+__attribute__((always_inline)) inline void block(float* acc, size_t begin, size_t end, float th,
+                                                 Load load, Partial* p) {
+  const uint32_t thBits = bitsOf(th);
+  uint32_t bmax = 0, bad = 0, over = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const float v = (Add ? acc[i] : 0.0f) + load(i);
+    acc[i] = v;
+    // |v| as bits: the sign cleared. Finite iff below the Inf pattern
+    // (NaN patterns are above it), so everything here is integer arithmetic.
+    const uint32_t mb = bitsOf(v) & 0x7fffffffu;
+    const uint32_t finite = mb < 0x7f800000u;
+    const uint32_t kept = mb & (0u - finite);  // 0 for NaN and Inf
+    bmax = kept > bmax ? kept : bmax;
+    bad += 1u - finite;
+    over += uint32_t(mb > thBits) & uint32_t(mb <= 0x7f800000u);  // |v| > th; NaN never
   }
-  stats->maxAbs = maxAbs;
-  stats->nonFinite = nonFinite;
-  stats->above = threshold >= 0 ? above : 0;
+  float bm;
+  std::memcpy(&bm, &bmax, 4);
+  p->maxAbs = bm > p->maxAbs ? bm : p->maxAbs;
+  p->nonFinite += bad;
+  p->above += over;
+}
+
+template <bool Add>
+GC_CPU_CLONES void runF32(float* acc, const float* in, size_t n, float th, Partial* p) {
+  for (size_t b = 0; b < n; b += kBlock)
+    block<Add>(acc, b, b + kBlock < n ? b + kBlock : n, th, [in](size_t i) { return in[i]; }, p);
+}
+
+template <bool Add>
+GC_CPU_CLONES void runBf16(float* acc, const uint16_t* in, size_t n, float th, Partial* p) {
+  auto load = [in](size_t i) {
+    const uint32_t bits = uint32_t(in[i]) << 16;  // bfloat16 is the top half of a float
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  for (size_t b = 0; b < n; b += kBlock) block<Add>(acc, b, b + kBlock < n ? b + kBlock : n, th, load, p);
+}
+
+template <bool Add, class Load>
+void runGeneric(float* acc, size_t n, float th, Load load, Partial* p) {
+  for (size_t b = 0; b < n; b += kBlock) block<Add>(acc, b, b + kBlock < n ? b + kBlock : n, th, load, p);
 }
 
 }  // namespace
 
 Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
                   float countThreshold, AccumulateStats* stats) {
-  AccumulateStats s;
-  const bool known = dispatchType(inType, [&](auto traits) {
-    using T = decltype(traits);
-    using S = typename T::Storage;
-    const S* src = static_cast<const S*>(in);
-    run(acc, n, add, countThreshold, [src](size_t i) { return convertOne<F32, T>(src[i]); }, &s);
-  });
+  Partial p;
+  const float th = countThreshold >= 0 ? countThreshold : FLT_MAX;  // |x| > FLT_MAX never holds
+  bool known = true;
+  if (inType == DataType::Float32) {
+    auto* src = static_cast<const float*>(in);
+    add ? runF32<true>(acc, src, n, th, &p) : runF32<false>(acc, src, n, th, &p);
+  } else if (inType == DataType::BFloat16) {
+    auto* src = static_cast<const uint16_t*>(in);
+    add ? runBf16<true>(acc, src, n, th, &p) : runBf16<false>(acc, src, n, th, &p);
+  } else {
+    known = dispatchType(inType, [&](auto traits) {
+      using T = decltype(traits);
+      using S = typename T::Storage;
+      const S* src = static_cast<const S*>(in);
+      auto load = [src](size_t i) { return convertOne<F32, T>(src[i]); };
+      add ? runGeneric<true>(acc, n, th, load, &p) : runGeneric<false>(acc, n, th, load, &p);
+    });
+  }
   GC_REQUIRE(known, Err::InvalidArgument, "cpu accumulate: dtype value %d is not a DataType",
              int(inType));
-  *stats = s;
+  stats->maxAbs = p.maxAbs;
+  stats->nonFinite = p.nonFinite;
+  stats->above = countThreshold >= 0 ? p.above : 0;
   return Status::Ok();
 }
 

