@@ -38,7 +38,8 @@ inline double counterUniform(uint64_t stream, uint64_t index) {
 // ---- Max-min (QSGD-style) bucketed quantization --------------------------
 // Bucket b covers elements [b*bucket, min(n, (b+1)*bucket)) and carries
 // meta[2b] = min, meta[2b+1] = max over its finite values (0, 0 when it has
-// none). With L = 2^bits - 1 and step = (max - min) / L (fp64), element x gets
+// none; a -0.0 min or max is written as +0.0, so every backend agrees on the
+// bits). With L = 2^bits - 1 and step = (max - min) / L (fp64), element x gets
 // code floor(q) + (u < q - floor(q)) for q = (x - min) / step, u =
 // counterUniform(seed, indexBase + i), clamped to [0, L]; step == 0 gives code
 // 0. Decoded value: float(min + code * step) in fp64. So E[decoded] = x (up to
