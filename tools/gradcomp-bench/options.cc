@@ -247,7 +247,8 @@ std::string usage() {
          "      --algo NAME         " + algo::algorithmNames() + " (default dense)\n"
          "      --param NAME=VALUE  any registry parameter for the algorithm (gradcomp-params --list)\n"
          "      --ranks N           start N local ranks of this benchmark; without it, run as one\n"
-         "                          rank of a job launched elsewhere (GRADCOMP_RANK/NRANKS/BOOTSTRAP)\n"
+         "                          rank of a job started by mpirun, srun, torchrun or gradcomp-run\n"
+         "                          (rank and rendezvous from their variables; docs/usage.md)\n"
          "      --input NAME        gradient (default), uniform, integer, onehot, ones\n"
          "      --seed N            input generator seed (default 1)\n"
          "  Algorithm parameters (registry variables as flags):\n" + params;
