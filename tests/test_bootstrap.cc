@@ -252,6 +252,10 @@ TEST_CASE("launch info: an underivable rendezvous names what to set", "[bootstra
                            {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "5"}});
   expectError(p, "no allocation host list");
   CHECK_THAT(p.message, Catch::Contains("set MASTER_ADDR and MASTER_PORT"));
+  // Explicit GRADCOMP_RANK/NRANKS without an address: nothing to derive one from.
+  expectError(parseInChild({{"GRADCOMP_RANK", "1"}, {"GRADCOMP_NRANKS", "2"},
+                            {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}),
+              "(from GRADCOMP_RANK/GRADCOMP_NRANKS): no launcher's variables to derive one from");
   // No job id to take a port from.
   expectError(parseInChild({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
                             {"SLURM_STEP_NUM_NODES", "1"}}),

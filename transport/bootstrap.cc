@@ -36,7 +36,10 @@ Status rankAndSize(LaunchInfo* info, LauncherRank* who) {
     info->rank = static_cast<int>(rank);
     info->size = static_cast<int>(size);
     info->source = "GRADCOMP_RANK/GRADCOMP_NRANKS";
-    *who = LauncherRank();
+    *who = LauncherRank();  // Launcher::None: no rendezvous to derive
+    who->rank = info->rank;
+    who->size = info->size;
+    who->source = info->source;
     return Status::Ok();
   }
   GC_CHECK(launcherRankAndSize(who));

@@ -123,7 +123,7 @@ const char* launcherName(Launcher l) {
     case Launcher::RankWorldSize: return "RANK/WORLD_SIZE";
     case Launcher::None: break;
   }
-  return "no launcher";
+  return "none";
 }
 
 }  // namespace
@@ -158,6 +158,8 @@ Status deriveRendezvous(const LauncherRank& who, DerivedRendezvous* out) {
                       "MASTER_PORT (rank 0's host and a free port) or GRADCOMP_BOOTSTRAP=host:port",
                       who.rank, who.size, who.source.c_str(), why.c_str());
   };
+  if (who.launcher == Launcher::None)
+    return cannot("no launcher's variables to derive one from");
   if (who.launcher != Launcher::OpenMpi && who.launcher != Launcher::Pmi &&
       who.launcher != Launcher::Slurm)
     return cannot(std::string(launcherName(who.launcher)) + " gives no rendezvous of its own");
