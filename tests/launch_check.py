@@ -188,6 +188,14 @@ def cli(bin_dir, app):
         check(not os.path.exists(marker), f"{flags}: the command ran despite the error")
     rc, _, err = run([launch, "--algo", "dense"])
     check(rc == 2 and "missing the command" in err, f"no command: exit {rc}\n{err}")
+    rc, out, err = run([launch, "--param", "gradcomp_density=0.5", "--dry-run", "--", "true"])
+    preload = re.search(r"^LD_PRELOAD=(\S+)$", out, re.M)
+    prefix = os.path.dirname(os.path.abspath(bin_dir))
+    check(rc == 0 and "GRADCOMP_DENSITY=0.5" in out and preload is not None and
+          preload.group(1).startswith(prefix + "/") and preload.group(1).endswith("/libgradcomp.so") and
+          os.path.isfile(preload.group(1)) and
+          "OMPI_MCA_mca_base_env_list=LD_PRELOAD;GRADCOMP_STATS;GRADCOMP_DENSITY" in out,
+          f"--dry-run: exit {rc}\n{out}{err}")
     rc, out, _ = run([launch, "--help"])
     check(rc == 0 and "EXIT STATUS" in out and "--density V" in out, "--help is the man-style reference")
     subprocess.run(["rm", "-rf", tmp])
