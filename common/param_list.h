@@ -18,11 +18,11 @@
   X(TIMEOUT_S, Double, "60", "0.05..86400",                                                 \
     "Seconds a pending transfer may wait for a silent peer before the call fails with an error naming that peer.") \
   X(RANK, Int, "", "0..1048575",                                                            \
-    "This process's rank for standalone runs. Falls back to OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, RANK.") \
+    "This process's rank for standalone runs (gradcomp-bench, gradcomp-train). Unset: the launcher's (torchrun RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, RANK; docs/usage.md).") \
   X(NRANKS, Int, "", "1..1048576",                                                          \
-    "Number of ranks for standalone runs. Falls back to OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, WORLD_SIZE.") \
+    "Number of ranks for standalone runs. Unset: the launcher's (torchrun WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS, WORLD_SIZE).") \
   X(BOOTSTRAP, String, "", "",                                                              \
-    "host:port where rank 0 listens (UCX listener) for the standalone bootstrap. Falls back to MASTER_ADDR:MASTER_PORT.") \
+    "host:port where rank 0 listens (UCX listener) for the standalone bootstrap. Unset: MASTER_ADDR:MASTER_PORT (the next port under torchrun), else derived from the launcher: 127.0.0.1 or the allocation's first host, a port from the job id.") \
   X(WAIT_SPIN_US, Int, "20", "0..1000000",                                                  \
     "Microseconds a wait busy-polls the network before it sleeps on the UCX event fd, so that more ranks than cores still make progress.") \
   X(API_BACKEND, Enum, "cpu", "cpu|cpu-device",                                            \
@@ -81,8 +81,8 @@
     "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
   X(MIN_BYTES, Size, "1M", "0..1T",                                                         \
     "NCCL interposer: allreduce calls smaller than this many bytes pass through to NCCL.") \
-  X(CONFIG, String, "", "",                                                                 \
-    "NCCL interposer: admin TOML file with defaults and per-communicator / per-size rules; GRADCOMP_* variables override it.") \
+  X(CONFIG, String, "/etc/gradcomp.conf", "",                                               \
+    "NCCL interposer: admin TOML file with defaults and per-communicator / per-size rules; GRADCOMP_* variables override it. The default file is read when it exists; a file named here must exist; empty: no file.") \
   X(STATS, String, "", "",                                                                  \
     "NCCL interposer: path prefix; each rank writes PREFIX.rank<R>.json with per-communicator and per-bucket statistics.") \
   X(NCCL_LIBRARY, String, "", "",                                                           \

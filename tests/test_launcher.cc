@@ -161,7 +161,8 @@ TEST_CASE("gradcomp-run: usage errors are one line naming the flag, exit 2", "[l
   }
   Result help = run("--help");
   CHECK(help.code == 0);
-  CHECK_THAT(help.out, Catch::Contains("usage: gradcomp-run -n N"));
+  CHECK_THAT(help.out, Catch::Contains("SYNOPSIS\n  gradcomp-run -n N [--no-prefix] [--] CMD"));
+  CHECK_THAT(help.out, Catch::Contains("EXIT STATUS"));
 }
 
 TEST_CASE("gradcomp-run: a command that cannot be executed exits 127", "[launcher]") {

@@ -93,6 +93,8 @@ struct Job {
     extra["NCCL_DOUBLE_DIR"] = dir;
     extra["NCCL_DOUBLE_TIMEOUT_S"] = "30";
     if (!extra.count("GRADCOMP_TIMEOUT_S")) extra["GRADCOMP_TIMEOUT_S"] = "20";
+    // Hermetic: never the machine's /etc/gradcomp.conf.
+    if (!extra.count("GRADCOMP_CONFIG")) extra["GRADCOMP_CONFIG"] = "";
     return extra;
   }
 };
@@ -259,7 +261,7 @@ TEST_CASE("eligible calls reach the executor and give NCCL's result", "[mp][nccl
 
 TEST_CASE("a configuration mismatch disables compression on every rank", "[mp][nccl]") {
   Job job;
-  const std::string log = job.dir + "/stderr";
+  const std::string log = job.dir + "/stderr", stats = job.dir + "/stats";
   auto exits = gradcomp::test::runRanks(2, [&](int rank) {
     // Rank 1 disagrees on one key; every rank must pass the call through.
     if (rank == 1) setenv("GRADCOMP_MIN_BYTES", "2M", 1);
@@ -277,8 +279,12 @@ TEST_CASE("a configuration mismatch disables compression on every rank", "[mp][n
     std::string text = readFile(log + std::to_string(rank));
     CHILD_CHECK(text.find("GRADCOMP_MIN_BYTES") != std::string::npos);
     CHILD_CHECK(text.find("compression disabled on this communicator on every rank") != std::string::npos);
+    // The stats name the category and count the calls it sent to NCCL.
+    std::string json = readFile(stats + ".rank" + std::to_string(rank) + ".json");
+    CHILD_CHECK(json.find("\"disabled_kind\": \"config mismatch\"") != std::string::npos);
+    CHILD_CHECK(json.find("\"pass_reasons\": {\"compression disabled on this communicator\": 1}") != std::string::npos);
     return 0;
-  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "1M"}}));
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "1M"}, {"GRADCOMP_STATS", stats}}));
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
 

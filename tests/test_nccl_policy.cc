@@ -1,10 +1,16 @@
 // The interposer's pure decision functions: selectors, per-call verdicts,
-// config-file parsing and the cross-rank comparison text.
+// config-file parsing, the admin's default file and the cross-rank comparison text.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "plugin/nccl/config_file.h"
 #include "plugin/nccl/nccl_abi.h"
 #include "plugin/nccl/policy.h"
+#include "support/multiproc.h"
 
 using namespace gradcomp;
 using namespace gradcomp::nccl;
@@ -121,4 +127,95 @@ TEST_CASE("cross-rank comparison names the first differing key", "[nccl][policy]
   const std::string why = firstDifference({withCuda, withCuda, without});
   CHECK(why.find("executor.device") != std::string::npos);
   CHECK(why.find("rank 2") != std::string::npos);
+}
+
+namespace {
+
+struct Loaded {
+  bool ok = false;
+  std::string message, algo, configPath;
+  uint64_t minBytes = 0;
+  bool systemDefault = false;
+};
+
+// loadPolicyWithSystemConfig in a child (parameters are frozen at first read)
+// whose GRADCOMP_ALGO/CONFIG/MIN_BYTES are exactly `env`.
+Loaded loadInChild(const std::string& systemConfig, const std::map<std::string, std::string>& env) {
+  char out[] = "/tmp/gc_policy_out_XXXXXX";
+  int fd = mkstemp(out);
+  REQUIRE(fd >= 0);
+  close(fd);
+  auto exits = test::runRanks(1, [&](int) {
+    for (const char* v : {"GRADCOMP_ALGO", "GRADCOMP_CONFIG", "GRADCOMP_MIN_BYTES"}) unsetenv(v);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    Policy p;
+    Status s = loadPolicyWithSystemConfig(systemConfig, &p);
+    std::ofstream(out) << s.ok() << "\n" << s.message() << "\n" << p.algo << "\n" << p.minBytes
+                       << "\n" << p.configPath << "\n" << p.configIsSystemDefault << "\n";
+    return 0;
+  }, {}, 30);
+  REQUIRE(test::allSucceeded(exits));
+  std::ifstream in(out);
+  Loaded l;
+  std::string line;
+  std::getline(in, line), l.ok = line == "1";
+  std::getline(in, l.message);
+  std::getline(in, l.algo);
+  std::getline(in, line), l.minBytes = std::stoull(line);
+  std::getline(in, l.configPath);
+  std::getline(in, line), l.systemDefault = line == "1";
+  unlink(out);
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("the admin's default file: read when GRADCOMP_CONFIG is unset, optional, strict when bad",
+          "[nccl][policy][mp]") {
+  char dir[] = "/tmp/gc_sysconf_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string system = std::string(dir) + "/gradcomp.conf", other = std::string(dir) + "/job.toml";
+
+  Loaded l = loadInChild(system, {});  // no file: fine, the defaults
+  CHECK(l.ok);
+  CHECK(l.algo == "off");
+  CHECK(l.configPath.empty());
+
+  std::ofstream(system) << "# site defaults\nalgo = \"dense\"\nmin_bytes = \"2M\"\n";
+  l = loadInChild(system, {});
+  INFO(l.message);
+  CHECK(l.ok);
+  CHECK(l.algo == "dense");
+  CHECK(l.minBytes == (2u << 20));
+  CHECK(l.configPath == system);
+  CHECK(l.systemDefault);
+  // The environment still overrides it key by key.
+  l = loadInChild(system, {{"GRADCOMP_ALGO", "oktopk"}});
+  CHECK((l.ok && l.algo == "oktopk" && l.minBytes == (2u << 20)));
+  // GRADCOMP_CONFIG names another file instead, or none when empty.
+  std::ofstream(other) << "algo = \"qsgd\"\n";
+  l = loadInChild(system, {{"GRADCOMP_CONFIG", other}});
+  CHECK((l.ok && l.algo == "qsgd" && l.minBytes == (1u << 20) && !l.systemDefault));
+  l = loadInChild(system, {{"GRADCOMP_CONFIG", ""}});
+  CHECK((l.ok && l.algo == "off" && l.configPath.empty()));
+  // A file named by GRADCOMP_CONFIG must exist.
+  l = loadInChild(system, {{"GRADCOMP_CONFIG", std::string(dir) + "/missing.toml"}});
+  CHECK_FALSE(l.ok);
+  CHECK_THAT(l.message, Catch::Contains("missing.toml: cannot open the file"));
+  CHECK_THAT(l.message, Catch::Contains("(GRADCOMP_CONFIG)"));
+
+  // Malformed: an error naming the file, the line and why it was read.
+  std::ofstream(system) << "algo = \"dense\"\nmin_bytes = \n";
+  l = loadInChild(system, {});
+  CHECK_FALSE(l.ok);
+  CHECK(l.algo == "off");
+  CHECK_THAT(l.message, Catch::Contains(system + ":2"));
+  CHECK_THAT(l.message, Catch::Contains("read because GRADCOMP_CONFIG is unset"));
+  std::ofstream(system) << "algo = \"dense\"\ncompress = true\n";
+  l = loadInChild(system, {});
+  CHECK_FALSE(l.ok);
+  CHECK_THAT(l.message, Catch::Contains("key 'compress'"));
+  l = loadInChild(system, {{"GRADCOMP_CONFIG", ""}});  // the escape hatch
+  CHECK(l.ok);
+  std::filesystem::remove_all(dir);
 }

@@ -1,41 +1,20 @@
 // launchInfoFromEnvironment: who am I, how many are we, where is rank 0.
 // GRADCOMP_* values come through the parameter registry; the launchers' own
-// variables (Open MPI, PMI, Slurm, torchrun) are read with getenv and
-// validated here, each error naming the variable.
+// variables (Open MPI, PMI, Slurm, torchrun) are read in launcher_env.cc, each
+// error naming the variable.
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <strings.h>
 #include <string>
 
 #include "common/log.h"
 #include "common/param.h"
 #include "transport/bootstrap.h"
+#include "transport/launcher_env.h"
 
 namespace gradcomp::transport {
 namespace {
-
-// A launcher's (rank, size) variable names, in precedence order.
-struct LauncherPair {
-  const char* rankVar;
-  const char* sizeVar;
-};
-constexpr LauncherPair kLaunchers[] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {"PMI_RANK", "PMI_SIZE"},
-    {"SLURM_PROCID", "SLURM_NTASKS"},
-    {"RANK", "WORLD_SIZE"},
-};
-constexpr long kMaxRanks = 1048576;
-
-Status parseNonNegative(const char* var, const char* text, long lo, long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (!text[0] || *end || errno || v < lo || v > kMaxRanks)
-    return makeStatus(Err::InvalidConfig, "%s='%s' is invalid: expected an integer in %ld..%ld",
-                      var, text, lo, kMaxRanks);
-  *out = v;
-  return Status::Ok();
-}
 
 Status checkRankBelowSize(const char* rankVar, long rank, const char* sizeVar, long size) {
   GC_REQUIRE(rank < size, Err::InvalidConfig, "%s=%ld is invalid: it must be below %s=%ld",
@@ -43,7 +22,7 @@ Status checkRankBelowSize(const char* rankVar, long rank, const char* sizeVar, l
   return Status::Ok();
 }
 
-Status rankAndSize(LaunchInfo* out) {
+Status rankAndSize(LaunchInfo* info, LauncherRank* who) {
   const bool haveRank = param::isSet(param::Id::RANK);
   const bool haveSize = param::isSet(param::Id::NRANKS);
   if (haveRank || haveSize) {
@@ -54,28 +33,19 @@ Status rankAndSize(LaunchInfo* out) {
     GC_CHECK(param::getInt(param::Id::RANK, &rank));
     GC_CHECK(param::getInt(param::Id::NRANKS, &size));
     GC_CHECK(checkRankBelowSize("GRADCOMP_RANK", rank, "GRADCOMP_NRANKS", size));
-    out->rank = static_cast<int>(rank);
-    out->size = static_cast<int>(size);
-    out->source = "GRADCOMP_RANK/GRADCOMP_NRANKS";
+    info->rank = static_cast<int>(rank);
+    info->size = static_cast<int>(size);
+    info->source = "GRADCOMP_RANK/GRADCOMP_NRANKS";
+    *who = LauncherRank();  // Launcher::None: no rendezvous to derive
+    who->rank = info->rank;
+    who->size = info->size;
+    who->source = info->source;
     return Status::Ok();
   }
-  for (const LauncherPair& l : kLaunchers) {
-    const char* rankText = getenv(l.rankVar);
-    const char* sizeText = getenv(l.sizeVar);
-    if (!rankText || !sizeText) continue;  // first complete pair wins
-    long rank = 0, size = 0;
-    GC_CHECK(parseNonNegative(l.rankVar, rankText, 0, &rank));
-    GC_CHECK(parseNonNegative(l.sizeVar, sizeText, 1, &size));
-    GC_CHECK(checkRankBelowSize(l.rankVar, rank, l.sizeVar, size));
-    out->rank = static_cast<int>(rank);
-    out->size = static_cast<int>(size);
-    out->source = std::string(l.rankVar) + "/" + l.sizeVar;
-    return Status::Ok();
-  }
-  // No launcher: a single standalone process.
-  out->rank = 0;
-  out->size = 1;
-  out->source = "default (no rank variables set)";
+  GC_CHECK(launcherRankAndSize(who));
+  info->rank = who->rank;
+  info->size = who->size;
+  info->source = who->source;
   return Status::Ok();
 }
 
@@ -121,29 +91,45 @@ Status parseHostPort(const std::string& text, const std::string& origin, std::st
 
 Status launchInfoFromEnvironment(LaunchInfo* out) {
   LaunchInfo info;
-  GC_CHECK(rankAndSize(&info));
+  LauncherRank who;
+  GC_CHECK(rankAndSize(&info, &who));
   std::string bootstrap;
+  const char* addr = getenv("MASTER_ADDR");
+  const char* port = getenv("MASTER_PORT");
+  std::string where;
   if (param::isSet(param::Id::BOOTSTRAP)) {
     GC_CHECK(param::getString(param::Id::BOOTSTRAP, &bootstrap));
     GC_CHECK(parseHostPort(bootstrap, "GRADCOMP_BOOTSTRAP", &info.host, &info.port));
-  } else {
-    const char* addr = getenv("MASTER_ADDR");
-    const char* port = getenv("MASTER_PORT");
-    if (addr || port) {
-      GC_REQUIRE(addr && addr[0], Err::InvalidConfig,
-                 "MASTER_PORT is set but MASTER_ADDR is not: set both, or GRADCOMP_BOOTSTRAP=host:port");
-      GC_REQUIRE(port, Err::InvalidConfig,
-                 "MASTER_ADDR is set but MASTER_PORT is not: set both, or GRADCOMP_BOOTSTRAP=host:port");
-      info.host = addr;
-      GC_CHECK(parsePort(port, "MASTER_PORT", &info.port));
+    where = "GRADCOMP_BOOTSTRAP";
+  } else if (addr || port) {
+    GC_REQUIRE(addr && addr[0], Err::InvalidConfig,
+               "MASTER_PORT is set but MASTER_ADDR is not: set both, or GRADCOMP_BOOTSTRAP=host:port");
+    GC_REQUIRE(port, Err::InvalidConfig,
+               "MASTER_ADDR is set but MASTER_PORT is not: set both, or GRADCOMP_BOOTSTRAP=host:port");
+    info.host = addr;
+    GC_CHECK(parsePort(port, "MASTER_PORT", &info.port));
+    where = "MASTER_ADDR:MASTER_PORT";
+    // torchrun's agent serves its own store on MASTER_PORT (its workers get
+    // TORCHELASTIC_USE_AGENT_STORE=True): take the next port.
+    const char* agentStore = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agentStore && (strcasecmp(agentStore, "true") == 0 || strcmp(agentStore, "1") == 0)) {
+      GC_REQUIRE(info.port < 65535, Err::InvalidConfig,
+                 "MASTER_PORT=65535 is torchrun's store and gradcomp needs the next port: set "
+                 "GRADCOMP_BOOTSTRAP=host:port");
+      info.port += 1;
+      where = "MASTER_ADDR:MASTER_PORT+1 (MASTER_PORT is torchrun's agent store)";
     }
+  } else if (info.size > 1) {
+    DerivedRendezvous derived;
+    GC_CHECK(deriveRendezvous(who, &derived));
+    info.host = derived.host;
+    info.port = derived.port;
+    info.listenAny = derived.listenAny;
+    where = derived.source;
   }
-  GC_REQUIRE(info.size == 1 || !info.host.empty(), Err::InvalidConfig,
-             "no bootstrap address: set GRADCOMP_BOOTSTRAP=host:port or MASTER_ADDR and "
-             "MASTER_PORT (rank %d of %d from %s)",
-             info.rank, info.size, info.source.c_str());
-  GC_INFO(BOOTSTRAP, "rank %d of %d (from %s), rendezvous %s:%d", info.rank, info.size,
-          info.source.c_str(), info.host.empty() ? "-" : info.host.c_str(), info.port);
+  GC_INFO(BOOTSTRAP, "rank %d of %d (from %s), rendezvous %s:%d%s%s", info.rank, info.size,
+          info.source.c_str(), info.host.empty() ? "-" : info.host.c_str(), info.port,
+          where.empty() ? "" : " from ", where.c_str());
   *out = info;
   return Status::Ok();
 }

@@ -26,13 +26,16 @@ struct LaunchInfo {
   int size = -1;
   std::string host;  // rendezvous host (rank 0 listens there)
   int port = -1;
+  bool listenAny = false;  // rank 0 listens on every address (host derived from the allocation)
   std::string source;  // which variables supplied rank/size, for messages
 };
 
-// Rank and size from GRADCOMP_RANK/NRANKS, else OMPI_COMM_WORLD_RANK/SIZE,
-// PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE (first complete
-// pair wins); address from GRADCOMP_BOOTSTRAP=host:port, else
-// MASTER_ADDR:MASTER_PORT. Errors name the missing or malformed variable.
+// Rank and size from GRADCOMP_RANK/NRANKS, else the launcher's variables
+// (launcher_env.h: torchrun, Open MPI, PMI, Slurm, RANK/WORLD_SIZE; first
+// complete pair wins); address from GRADCOMP_BOOTSTRAP=host:port, else
+// MASTER_ADDR:MASTER_PORT (the next port under torchrun, whose agent holds
+// MASTER_PORT), else derived from the launcher (launcher_env.h). Errors name
+// the missing or malformed variable.
 Status launchInfoFromEnvironment(LaunchInfo* out);
 
 // Rendezvous through a UCX listener on rank 0 at host:port; all ranks connect,

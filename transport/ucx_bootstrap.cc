@@ -2,7 +2,9 @@
 // own worker; every other rank connects (client id = its rank, retried until
 // the listener exists), sends a hello with its blob, and receives the table.
 // Each allgather has a sequence number in its tags, so it may be repeated.
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -115,6 +117,12 @@ Status UcxRendezvous::listen() {
   sockaddr_storage addr{};
   socklen_t len = 0;
   GC_CHECK(resolve(&addr, &len));
+  // A host name taken from the allocation may resolve to a loopback alias on
+  // its own host (Debian's 127.0.1.1): listen on every address of its family.
+  if (info_.listenAny) {
+    if (addr.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr = htonl(INADDR_ANY);
+    if (addr.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr = in6addr_any;
+  }
   ucp_listener_params_t params{};
   params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);

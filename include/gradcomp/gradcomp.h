@@ -1,5 +1,7 @@
 /* gradcomp public C API for tools and tests: a communicator from the standalone
- * bootstrap, and allreduce with an algorithm config. Not exported from
+ * bootstrap, and allreduce with an algorithm config. Installed programs link
+ * libgradcomp-api.so (pkg-config gradcomp, or CMake find_package(gradcomp) and
+ * gradcomp::api), which exports only these gc* functions. Not exported from
  * libgradcomp.so (which exports only NCCL entry points and ncclNetPlugin_v*);
  * in-tree tools link the internal library statically.
  *
@@ -18,6 +20,13 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Exportable from a shared library; each library's version script decides. */
+#if defined(__GNUC__)
+#define GC_API __attribute__((visibility("default")))
+#else
+#define GC_API
 #endif
 
 typedef enum {
@@ -59,43 +68,44 @@ typedef struct {
 /* Collective: rank, size and rendezvous from the environment (GRADCOMP_RANK /
  * GRADCOMP_NRANKS or a launcher's variables, GRADCOMP_BOOTSTRAP or
  * MASTER_ADDR:MASTER_PORT), then UCX endpoints to every peer. */
-gcResult_t gcCommInitFromEnv(gcComm_t* comm);
-int gcCommRank(gcComm_t comm);
-int gcCommSize(gcComm_t comm);
-gcResult_t gcCommDestroy(gcComm_t comm);
+GC_API gcResult_t gcCommInitFromEnv(gcComm_t* comm);
+GC_API int gcCommRank(gcComm_t comm);
+GC_API int gcCommSize(gcComm_t comm);
+GC_API gcResult_t gcCommDestroy(gcComm_t comm);
 
 /* An algorithm by registry name ("dense", ...) with parameter overrides by
  * registry name without prefix ("DENSITY" -> GRADCOMP_DENSITY); unset
  * parameters come from the environment, then defaults. Values are validated. */
-gcResult_t gcAlgoConfigCreate(const char* algo, gcAlgoConfig_t* config);
-gcResult_t gcAlgoConfigSet(gcAlgoConfig_t config, const char* param, const char* value);
-void gcAlgoConfigDestroy(gcAlgoConfig_t config);
+GC_API gcResult_t gcAlgoConfigCreate(const char* algo, gcAlgoConfig_t* config);
+GC_API gcResult_t gcAlgoConfigSet(gcAlgoConfig_t config, const char* param, const char* value);
+GC_API void gcAlgoConfigDestroy(gcAlgoConfig_t config);
 /* Comma-separated names of the registered algorithms. */
-const char* gcAlgorithmNames(void);
+GC_API const char* gcAlgorithmNames(void);
 
 /* Device memory of comm's backend for a call's buffers (64-byte aligned). */
-gcResult_t gcMemAlloc(gcComm_t comm, size_t bytes, void** ptr);
-gcResult_t gcMemFree(gcComm_t comm, void* ptr, size_t bytes);
+GC_API gcResult_t gcMemAlloc(gcComm_t comm, size_t bytes, void** ptr);
+GC_API gcResult_t gcMemFree(gcComm_t comm, void* ptr, size_t bytes);
 /* Blocking copies between host memory (any) and gcMemAlloc memory. */
-gcResult_t gcMemcpyToDevice(gcComm_t comm, void* dst, const void* src, size_t bytes);
-gcResult_t gcMemcpyToHost(gcComm_t comm, void* dst, const void* src, size_t bytes);
+GC_API gcResult_t gcMemcpyToDevice(gcComm_t comm, void* dst, const void* src, size_t bytes);
+GC_API gcResult_t gcMemcpyToHost(gcComm_t comm, void* dst, const void* src, size_t bytes);
 
 /* Collective allreduce on the backend's device memory (host memory on the
  * cpu backend); sendbuf == recvbuf is in place.
  * bufferKey identifies the logical tensor across calls (error-feedback state);
  * equal on all ranks; 0 = use the recvbuf address. */
-gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
-                       gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm);
+GC_API gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
+                              gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey,
+                              gcComm_t comm);
 
 /* Bytes and messages this rank sent/received on comm since the last reset. */
-gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic);
+GC_API gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic);
 /* Host <-> device traffic of comm's backend since the last reset. */
-gcResult_t gcCommGetDeviceTraffic(gcComm_t comm, gcDeviceTraffic_t* traffic);
+GC_API gcResult_t gcCommGetDeviceTraffic(gcComm_t comm, gcDeviceTraffic_t* traffic);
 /* Resets both counters. */
-gcResult_t gcCommResetTraffic(gcComm_t comm);
+GC_API gcResult_t gcCommResetTraffic(gcComm_t comm);
 
-const char* gcResultString(gcResult_t result);
-const char* gcLastError(void);
+GC_API const char* gcResultString(gcResult_t result);
+GC_API const char* gcLastError(void);
 
 #ifdef __cplusplus
 }

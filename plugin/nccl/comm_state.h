@@ -62,7 +62,14 @@ struct CommState {
 
   std::mutex mu;  // everything below
   Wiring wiring = Wiring::Pending;
-  std::string disabledWhy;
+  // Why compression is off on this communicator: a short category for
+  // summaries ("config mismatch", "UCX wiring failed", ...) and the full text.
+  std::string disabledKind, disabledWhy;
+  void disable(const char* kind, std::string why) {
+    wiring = Wiring::Disabled;
+    disabledKind = kind;
+    disabledWhy = std::move(why);
+  }
   std::unique_ptr<transport::Transport> net;
   std::map<int, RuleRuntime> runtimes;
   std::unique_ptr<algo::ErrorFeedbackStore> errorFeedback;

@@ -4,7 +4,9 @@
 #define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -120,8 +122,8 @@ Status parseConfigText(const std::string& text, const std::string& origin, Confi
 
 Status loadConfigFile(const std::string& path, ConfigFile* out) {
   std::ifstream in(path);
-  GC_REQUIRE(in.good(), Err::InvalidConfig, "GRADCOMP_CONFIG=%s: cannot open the file",
-             path.c_str());
+  GC_REQUIRE(in.good(), Err::InvalidConfig, "%s: cannot open the file: %s", path.c_str(),
+             strerror(errno));
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parseConfigText(buffer.str(), path, out);

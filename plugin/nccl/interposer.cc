@@ -172,8 +172,7 @@ ncclResult_t onCommCreated(ncclResult_t rc, ncclComm_t comm, int nranks, int ran
   // Single-process communicators have every rank in this process, hence one
   // configuration, and a blocking exchange from one thread would deadlock.
   if (singleProcess) {
-    st->wiring = Wiring::Disabled;
-    st->disabledWhy = "single-process communicator (ncclCommInitAll)";
+    st->disable("single-process communicator", "single-process communicator (ncclCommInitAll)");
   }
   CommRegistry::instance().add(st);
   registerStatsAtExit();
@@ -181,8 +180,7 @@ ncclResult_t onCommCreated(ncclResult_t rc, ncclComm_t comm, int nranks, int ran
     std::lock_guard<std::mutex> lock(st->mu);
     Status s = wireCommunicator(p, *st);
     if (!s.ok()) {
-      st->wiring = Wiring::Disabled;
-      st->disabledWhy = s.toString();
+      st->disable("exchange at init failed", s.toString());
       GC_WARN("communicator #%llu: exchange at init failed: %s; running uncompressed",
               (unsigned long long)st->id.index, s.toString().c_str());
     }

@@ -1,6 +1,7 @@
 #include "plugin/nccl/policy.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
 
 #include <sstream>
 
@@ -55,13 +56,31 @@ Status parseBytes(const std::string& text, const std::string& origin, uint64_t* 
   return param::parseSize(text, origin, out);
 }
 
-Status buildPolicy(Policy* p) {
+// GRADCOMP_CONFIG when set (empty: no file; a named file must exist), else
+// the system file when it exists.
+Status resolveConfigPath(const std::string& systemConfig, Policy* p) {
+  if (fromEnv(param::Id::CONFIG)) return param::getString(param::Id::CONFIG, &p->configPath);
+  struct stat st;
+  p->configIsSystemDefault = !systemConfig.empty() && stat(systemConfig.c_str(), &st) == 0;
+  p->configPath = p->configIsSystemDefault ? systemConfig : "";
+  return Status::Ok();
+}
+
+Status buildPolicy(const std::string& systemConfig, Policy* p) {
   // STRICT first: it decides what every later error means.
   GC_CHECK(param::getBool(param::Id::STRICT, &p->strict));
   GC_CHECK(param::validateEnvironment());
-  GC_CHECK(param::getString(param::Id::CONFIG, &p->configPath));
+  GC_CHECK(resolveConfigPath(systemConfig, p));
   ConfigFile file;
-  if (!p->configPath.empty()) GC_CHECK(loadConfigFile(p->configPath, &file));
+  if (!p->configPath.empty()) {
+    Status loaded = loadConfigFile(p->configPath, &file);
+    if (!loaded.ok())
+      return makeStatus(loaded.code(), "%s (%s)", loaded.message().c_str(),
+                        p->configIsSystemDefault
+                            ? "the admin's file, read because GRADCOMP_CONFIG is unset; "
+                              "GRADCOMP_CONFIG= (empty) skips it"
+                            : "GRADCOMP_CONFIG");
+  }
   const std::string fileName = p->configPath.empty() ? "config" : p->configPath;
 
   // Environment overrides file overrides default.
@@ -165,11 +184,17 @@ bool selectorsMatch(const std::vector<CommSelector>& selectors, const CommIdenti
 }
 
 Status loadPolicy(Policy* out) {
+  return loadPolicyWithSystemConfig(param::spec(param::Id::CONFIG).defaultText, out);
+}
+
+Status loadPolicyWithSystemConfig(const std::string& systemConfig, Policy* out) {
   Policy p;
-  Status s = buildPolicy(&p);
+  Status s = buildPolicy(systemConfig, &p);
   if (!s.ok()) {
     Policy off;
     off.strict = p.strict;
+    off.configPath = p.configPath;
+    off.configIsSystemDefault = p.configIsSystemDefault;
     *out = off;
     return s;
   }

@@ -4,8 +4,8 @@
 // ranks always agree; the effective configuration is additionally compared
 // across ranks at communicator init (effectiveConfigText / firstDifference).
 //
-// Sources, lowest precedence first: defaults, the admin file GRADCOMP_CONFIG
-// (config_file.h), GRADCOMP_* variables. A bad value anywhere is rejected with
+// Sources, lowest precedence first: defaults, the admin file (config_file.h:
+// GRADCOMP_CONFIG, else /etc/gradcomp.conf when it exists), GRADCOMP_* variables. A bad value anywhere is rejected with
 // a message naming it; the job then runs uncompressed (GRADCOMP_STRICT=1: the
 // communicator init fails instead).
 #pragma once
@@ -58,7 +58,8 @@ struct Policy {
   uint64_t minBytes = 1 << 20;
   std::map<std::string, std::string> params;  // file-level algorithm parameters
   std::vector<Rule> rules;
-  std::string configPath;
+  std::string configPath;              // "" when no file was read
+  bool configIsSystemDefault = false;  // configPath is the default file (GRADCOMP_CONFIG unset)
   bool strict = false;
   bool enabled() const { return algo != "off"; }
 };
@@ -66,6 +67,8 @@ struct Policy {
 // Registry + file, validated; env overrides file. On error *out is the
 // pass-through policy and the Status names the variable or file key.
 Status loadPolicy(Policy* out);
+// Same, with `systemConfig` in place of the registry's default file (tests).
+Status loadPolicyWithSystemConfig(const std::string& systemConfig, Policy* out);
 
 // Why a call passed through (or Compress).
 enum class Verdict {

@@ -52,6 +52,7 @@ std::string statsJson(const CommState& st) {
   os << "{\"index\": " << st.id.index << ", \"name\": " << jsonString(st.id.name)
      << ", \"rank\": " << st.rank << ", \"nranks\": " << st.id.nranks
      << ", \"compressing\": " << (st.wiring == Wiring::Ready ? "true" : "false")
+     << ", \"disabled_kind\": " << jsonString(st.disabledKind)
      << ", \"disabled_reason\": " << jsonString(st.disabledWhy)
      << ", \"failed\": " << (st.failed ? jsonString(st.failedMessage) : "null")
      << ", \"calls_compressed\": " << s.compressedCalls << ", \"calls_passed\": " << s.passedCalls

@@ -53,18 +53,18 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
                           effectiveConfigText(policy, state.id, state.selected, executor), &diff));
   state.wiring = Wiring::Disabled;
   if (!diff.empty()) {
-    state.disabledWhy = "configuration differs across ranks: " + diff;
+    state.disable("config mismatch", "configuration differs across ranks: " + diff);
     GC_WARN("communicator #%llu (%d ranks): configuration differs across ranks: %s; compression "
             "disabled on this communicator on every rank",
             (unsigned long long)state.id.index, state.id.nranks, diff.c_str());
     return Status::Ok();
   }
   if (!policy.enabled()) {
-    state.disabledWhy = "off";
+    state.disable("off", "off");
     return Status::Ok();
   }
   if (!state.selected) {
-    state.disabledWhy = "not selected by GRADCOMP_COMMS";
+    state.disable("not selected", "not selected by GRADCOMP_COMMS");
     return Status::Ok();
   }
   Status made = transport::createUcxTransport(exchange, transport::UcxOptions{}, &state.net);
@@ -74,7 +74,7 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
   for (size_t r = 0; r < verdicts.size(); ++r) {
     if (verdicts[r] == "ok") continue;
     state.net.reset();
-    state.disabledWhy = "UCX wiring failed on rank " + std::to_string(r) + ": " + verdicts[r];
+    state.disable("UCX wiring failed", "UCX wiring failed on rank " + std::to_string(r) + ": " + verdicts[r]);
     GC_WARN("communicator #%llu: %s; compression disabled on this communicator on every rank",
             (unsigned long long)state.id.index, state.disabledWhy.c_str());
     return Status::Ok();
@@ -83,7 +83,7 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
   if (!ef.ok()) {
     // Same configuration everywhere, so every rank fails alike.
     state.net.reset();
-    state.disabledWhy = ef.toString();
+    state.disable("error feedback setup failed", ef.toString());
     GC_WARN("communicator #%llu: %s; compression disabled", (unsigned long long)state.id.index,
             state.disabledWhy.c_str());
     return Status::Ok();

@@ -56,12 +56,31 @@ struct Row {
 
 }  // namespace
 
+void usage(FILE* out) {
+  std::fputs(
+      "usage: gradcomp-kbench [-b 1M] [-e 256M] [-f 4] [-n 20] [-w 3] [-J file]\n"
+      "Throughput of every CUDA kernel family of gradcomp beside a device-to-device\n"
+      "copy measured in the same run, on CUDA device 0, per buffer size.\n"
+      "  -b SIZE   smallest buffer (K/M/G suffixes; default 1M)\n"
+      "  -e SIZE   largest buffer (default 256M)\n"
+      "  -f N      multiply the size by N between rows (default 4)\n"
+      "  -n N      timed iterations per size (default 20)\n"
+      "  -w N      untimed warm-up iterations (default 3)\n"
+      "  -J FILE   also write the rows as JSON\n"
+      "Exit status: 0 measured; 1 a usage error; 4 no CUDA device (nothing measured).\n",
+      out);
+}
+
 int main(int argc, char** argv) {
   size_t begin = size_t(1) << 20, end = size_t(256) << 20, factor = 4;
   int iters = 20, warmup = 3;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    }
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     bool ok = v != nullptr;
     if (a == "-b" && ok) ok = parseCount(v, &begin);
@@ -72,7 +91,7 @@ int main(int argc, char** argv) {
     else if (a == "-J" && ok) json = v;
     else ok = false;
     if (!ok) {
-      std::fprintf(stderr, "usage: gradcomp-kbench [-b 1M] [-e 256M] [-f 4] [-n 20] [-w 3] [-J file]\n");
+      usage(stderr);
       return 1;
     }
     ++i;

@@ -1,13 +1,16 @@
 // gradcomp-params: the GRADCOMP_* parameter registry from the command line.
 //   --markdown  docs/configuration.md (generated; a test fails when it is stale)
 //   --list      one line per variable: name, type, default
-//   --check     validate every GRADCOMP_* variable in the environment; prints
-//               the first error (exit 1) and names unknown variables (exit 1)
+//   --check     validate every GRADCOMP_* variable in the environment and the
+//               NCCL interposer's policy (algorithm names, GRADCOMP_COMMS, the
+//               config file: GRADCOMP_CONFIG or /etc/gradcomp.conf); prints the
+//               first error (exit 1) and names unknown variables (exit 1)
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "common/param.h"
+#include "plugin/nccl/policy.h"
 
 namespace {
 
@@ -51,8 +54,53 @@ int check() {
     fprintf(stderr, "gradcomp-params: %s\n", s.message().c_str());
     return 1;
   }
-  if (rc == 0) printf("gradcomp-params: environment OK\n");
-  return rc;
+  // What the interposer would do with this environment (it loads the same policy).
+  gradcomp::nccl::Policy policy;
+  s = gradcomp::nccl::loadPolicy(&policy);
+  if (!s.ok()) {
+    fprintf(stderr, "gradcomp-params: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (rc != 0) return rc;
+  printf("gradcomp-params: environment OK\n");
+  std::string config = "none";
+  if (!policy.configPath.empty())
+    config = policy.configPath + (policy.configIsSystemDefault ? " (default admin file)" : " (GRADCOMP_CONFIG)");
+  printf("gradcomp-params: NCCL interposer: algorithm %s, communicators '%s', min bytes %llu, "
+         "%zu rule(s), config file %s\n",
+         policy.algo.c_str(), policy.commsText.c_str(), (unsigned long long)policy.minBytes,
+         policy.rules.size(), config.c_str());
+  return 0;
+}
+
+void usage(FILE* out) {
+  fputs(
+      "NAME\n"
+      "  gradcomp-params - the GRADCOMP_* parameters: list, check, document\n"
+      "\n"
+      "SYNOPSIS\n"
+      "  gradcomp-params --list | --check | --markdown | --help\n"
+      "\n"
+      "DESCRIPTION\n"
+      "  Every gradcomp setting is a GRADCOMP_* environment variable from one registry.\n"
+      "\n"
+      "OPTIONS\n"
+      "  --list      every GRADCOMP_* variable with its type, default and accepted values\n"
+      "  --check     validate this environment as libgradcomp.so would: each GRADCOMP_*\n"
+      "              value, unknown GRADCOMP_* names, and the NCCL interposer's policy\n"
+      "              (GRADCOMP_ALGO, GRADCOMP_COMMS, the config file: GRADCOMP_CONFIG, else\n"
+      "              /etc/gradcomp.conf when it exists); prints the resulting policy\n"
+      "  --markdown  print docs/configuration.md (the same registry as a table)\n"
+      "  --help      this help\n"
+      "\n"
+      "EXIT STATUS\n"
+      "  0 valid; 1 a bad value, an unknown GRADCOMP_* name or a bad config file (the\n"
+      "  message names it); 2 a usage error.\n"
+      "\n"
+      "SEE ALSO\n"
+      "  gradcomp-launch(1); docs/configuration.md and docs/usage.md in\n"
+      "  /usr/share/doc/gradcomp (or <prefix>/share/doc/gradcomp)\n",
+      out);
 }
 
 }  // namespace
@@ -65,10 +113,12 @@ int main(int argc, char** argv) {
   }
   if (strcmp(mode, "--list") == 0) return list();
   if (strcmp(mode, "--check") == 0) return check();
-  fprintf(argc == 2 && strcmp(mode, "--help") == 0 ? stdout : stderr,
-          "usage: gradcomp-params --markdown | --list | --check\n"
-          "  --markdown  print docs/configuration.md\n"
-          "  --list      print every GRADCOMP_* variable with its type and default\n"
-          "  --check     validate the GRADCOMP_* variables of this environment\n");
-  return argc == 2 && strcmp(mode, "--help") == 0 ? 0 : 2;
+  if (strcmp(mode, "--help") == 0 || strcmp(mode, "-h") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "gradcomp-params: %s (see gradcomp-params --help)\n",
+          argc == 1 ? "missing the mode: --list, --check or --markdown"
+                    : ("unknown arguments starting at '" + std::string(argv[1]) + "'").c_str());
+  return 2;
 }

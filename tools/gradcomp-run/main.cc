@@ -16,17 +16,27 @@ constexpr int kMaxRanks = 4096;
 
 void usage(FILE* out) {
   fprintf(out,
-          "usage: gradcomp-run -n N [--no-prefix] [--] CMD [ARGS...]\n"
-          "Runs N ranks of CMD on this machine. Each rank gets GRADCOMP_RANK, GRADCOMP_NRANKS\n"
-          "and GRADCOMP_BOOTSTRAP=127.0.0.1:<free port>; its output lines are prefixed\n"
-          "with \"[rank] \". When a rank fails, the others get SIGTERM, then SIGKILL.\n"
+          "NAME\n"
+          "  gradcomp-run - run N local ranks of a command (an mpirun for one machine)\n"
           "\n"
+          "SYNOPSIS\n"
+          "  gradcomp-run -n N [--no-prefix] [--] CMD [ARGS...]\n"
+          "\n"
+          "DESCRIPTION\n"
+          "  Runs N ranks of CMD on this machine. Each rank gets GRADCOMP_RANK, GRADCOMP_NRANKS\n"
+          "  and GRADCOMP_BOOTSTRAP=127.0.0.1:<free port>; its output lines are prefixed\n"
+          "  with \"[rank] \". When a rank fails, the others get SIGTERM, then SIGKILL.\n"
+          "  gradcomp-bench and gradcomp-train also run as ranks of mpirun, srun or\n"
+          "  torchrun without it (docs/usage.md, \"Standalone tools under a launcher\").\n"
+          "\n"
+          "OPTIONS\n"
           "  -n N, --np N   number of ranks (1..%d)\n"
           "  --no-prefix    pass rank output through unprefixed\n"
           "  -h, --help     this help\n"
           "\n"
-          "Exit status: 0 when every rank exits 0, else the first failing rank's exit code\n"
-          "(128+signal when it was killed); 2 for a usage error.\n",
+          "EXIT STATUS\n"
+          "  0 when every rank exits 0, else the first failing rank's exit code (128+signal\n"
+          "  when it was killed); 2 for a usage error.\n",
           kMaxRanks);
 }
 

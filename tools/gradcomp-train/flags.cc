@@ -201,7 +201,8 @@ std::string usage() {
     for (param::Id id : info->params) algoParams += " " + paramFlag(param::spec(id).name);
     algoParams += "\n";
   }
-  return "usage: gradcomp-run -n N -- gradcomp-train [flags]   or   gradcomp-train --ranks N [flags]\n"
+  return "usage: gradcomp-train --ranks N [flags]   or, one rank per process:\n"
+         "       mpirun -n N gradcomp-train [flags]   (also srun, torchrun, gradcomp-run -n N --)\n"
          "Data-parallel training on Fashion-MNIST with gradients reduced by a gradcomp algorithm.\n"
          "  --algo NAME          allreduce algorithm (default dense)\n"
          "  --model mlp|cnn      784-512-256-10 MLP (default) or a small CNN\n"

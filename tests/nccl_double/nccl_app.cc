@@ -1,0 +1,89 @@
+// A small NCCL application for the launcher tests: linked against the
+// test-double libnccl.so.2 like a real application is against NCCL (so
+// LD_PRELOAD=libgradcomp.so interposes it), one rank per process. Rank and
+// size from GRADCOMP_RANK/NRANKS (gradcomp-run), OMPI_COMM_WORLD_RANK/SIZE
+// (mpirun) or RANK/WORLD_SIZE; the double exchanges through $NCCL_DOUBLE_DIR.
+//
+// Per rank, on one communicator (kCalls in tests/launch_check.py mirrors it):
+//   3 x float32 sum of 4 MiB (one buffer) and 2 x 16 MiB (another): eligible
+//   4 x float32 of 1 KiB: below GRADCOMP_MIN_BYTES=1M
+//   2 x int32 of 4 MiB: data type not eligible
+//   1 x float32 of 4 MiB inside ncclGroupStart/End
+// Every result is checked (exit 3 on a wrong value). Options:
+//   --exit-code N   exit with N after a clean run (the launcher preserves it)
+//   --mismatch      rank 1 sets GRADCOMP_MIN_BYTES=2M: a configuration mismatch
+//   --lossy         check only that calls succeed (for compressing algorithms)
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plugin/nccl/nccl_abi.h"
+
+extern "C" {
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t ncclGroupStart();
+ncclResult_t ncclGroupEnd();
+}
+
+namespace {
+
+bool gExact = true;
+
+int envInt(const char* a, const char* b, const char* c) {
+  for (const char* name : {a, b, c})
+    if (const char* v = getenv(name)) return atoi(v);
+  return -1;
+}
+
+template <typename T>
+bool reduceAndCheck(ncclComm_t comm, std::vector<T>& buf, ncclDataType_t type, int rank, int nranks) {
+  for (T& x : buf) x = T(rank + 1);
+  if (ncclAllReduce(buf.data(), buf.data(), buf.size(), type, ncclSum, comm, nullptr) != ncclSuccess)
+    return false;
+  if (!gExact) return true;
+  const T want = T(nranks * (nranks + 1) / 2);
+  for (size_t i = 0; i < buf.size(); i += 997)
+    if (buf[i] != want) return false;
+  return buf.back() == want;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int exitCode = 0;
+  bool mismatch = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--exit-code") == 0 && i + 1 < argc) exitCode = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--mismatch") == 0) mismatch = true;
+    else if (strcmp(argv[i], "--lossy") == 0) gExact = false;
+    else return fprintf(stderr, "nccl_app: unknown argument '%s'\n", argv[i]), 2;
+  }
+  const int rank = envInt("GRADCOMP_RANK", "OMPI_COMM_WORLD_RANK", "RANK");
+  const int nranks = envInt("GRADCOMP_NRANKS", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE");
+  if (rank < 0 || nranks < 1) return fprintf(stderr, "nccl_app: no rank/size in the environment\n"), 2;
+  if (mismatch && rank == 1) setenv("GRADCOMP_MIN_BYTES", "2M", 1);
+  ncclUniqueId id{};
+  snprintf(id.internal, sizeof id.internal, "gradcomp-launch-test");
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess)
+    return fprintf(stderr, "nccl_app: ncclCommInitRank failed\n"), 1;
+  std::vector<float> four(1 << 20), sixteen(4 << 20), small(256);
+  std::vector<int32_t> ints(1 << 20);
+  bool ok = true;
+  for (int i = 0; i < 3; ++i) ok = ok && reduceAndCheck(comm, four, ncclFloat32, rank, nranks);
+  for (int i = 0; i < 2; ++i) ok = ok && reduceAndCheck(comm, sixteen, ncclFloat32, rank, nranks);
+  for (int i = 0; i < 4; ++i) ok = ok && reduceAndCheck(comm, small, ncclFloat32, rank, nranks);
+  for (int i = 0; i < 2; ++i) ok = ok && reduceAndCheck(comm, ints, ncclInt32, rank, nranks);
+  ok = ok && ncclGroupStart() == ncclSuccess;
+  ok = ok && reduceAndCheck(comm, four, ncclFloat32, rank, nranks);
+  ok = ok && ncclGroupEnd() == ncclSuccess;
+  if (ncclCommDestroy(comm) != ncclSuccess) ok = false;
+  if (!ok) return fprintf(stderr, "nccl_app: rank %d: a collective failed or gave a wrong sum\n", rank), 3;
+  printf("nccl_app: rank %d of %d: 12 allreduces checked\n", rank, nranks);
+  return exitCode;
+}
