@@ -147,7 +147,8 @@ std::vector<JsonRow> parseRows(const std::string& text) {
 const char* kFields[] = {"size_bytes", "count",      "dtype",          "op",
                          "algo",       "ranks",      "time_us",        "algbw_gbps",
                          "busbw_gbps", "wire_bytes_max", "wire_bytes_mean", "ratio",
-                         "rel_err",    "wrong"};
+                         "rel_err",    "wrong",      "backend",        "d2h_bytes",
+                         "h2d_bytes",  "host_syncs"};
 
 double num(const JsonRow& row, const char* key) {
   auto it = row.find(key);
