@@ -16,6 +16,7 @@ GC_SAN_DIR="$GC_ROOT/tools/ci/sanitizers"
 GC_PACKAGES=(build-essential cmake ninja-build pkg-config libucx-dev ucx-utils libhwloc-dev
              catch2 libopenblas-dev dataset-fashion-mnist python3-matplotlib iproute2
              zlib1g-dev libfftw3-dev libtomlplusplus-dev
+             python3-torch  # GPU batch driver and PyTorch example on CPU/gloo (tests/device_batch.cmake)
              clang llvm libclang-rt-14-dev)  # sanitizer and libFuzzer builds
 
 # apt-get only for packages that are missing; sudo only when not root.
