@@ -104,9 +104,15 @@ sysroot_env() {
 }
 export NCCL_MNNVL_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 GLOO_SOCKET_IFNAME=lo GRADCOMP_NET_IFNAME=lo
 
-# dpkg -x of every carried package into $1 (a project folder, never /).
+# Every carried package into $1 (a project folder, never /): dpkg -x, or
+# where there is no dpkg (or with $2 = python) tools/device/unpack_debs.py.
 unpack_debs() {
-  mkdir -p "$1" && for deb in "$root"/.device/debs/*.deb; do dpkg -x "$deb" "$1" || return 1; done
+  mkdir -p "$1" || return 1
+  if [ "${2:-}" = python ] || ! command -v dpkg >/dev/null; then
+    python3 "$root/tools/device/unpack_debs.py" "$1" "$root"/.device/debs/*.deb
+  else
+    for deb in "$root"/.device/debs/*.deb; do dpkg -x "$deb" "$1" || return 1; done
+  fi
 }
 
 summary() { echo "$*" | tee -a "$out/summary.txt"; }
@@ -182,7 +188,8 @@ dry_checks() {
   for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [ -s "$data/$f" ] || { echo "carry: $data/$f missing"; ok=0; }
   done
-  for f in "$driver" "$check" "$example" "$root/tools/device/rank_env.sh" "$root/tools/device/packages.txt"; do
+  for f in "$driver" "$check" "$example" "$root/tools/device/rank_env.sh" "$root/tools/device/packages.txt" \
+           "$root/tools/device/unpack_debs.py"; do
     [ -f "$f" ] || { echo "missing $f"; ok=0; }
   done
   # What travels: tracked and untracked-but-not-ignored files, plus the carry.
@@ -194,9 +201,10 @@ dry_checks() {
 
   # The unpacked packages alone must satisfy the build's dependencies: the
   # pkg-config modules resolve inside the sysroot, and a configure without
-  # CUDA finds every package there (not on this machine's /usr).
+  # CUDA finds every package there (not on this machine's /usr). Unpacked by
+  # unpack_debs.py, the fallback for a GPU machine without dpkg.
   tmp="$(mktemp -d)"
-  unpack_debs "$tmp/root" || { echo "unpack: dpkg -x failed"; rm -rf "$tmp"; return 1; }
+  unpack_debs "$tmp/root" python || { echo "unpack: unpack_debs.py failed"; rm -rf "$tmp"; return 1; }
   (
     sysroot_env "$tmp/root"
     for m in ucx hwloc fftw3f openblas; do
@@ -207,6 +215,7 @@ dry_checks() {
       [ -e "$tmp/root/$f" ] || { echo "unpack: $f not in the packages"; exit 1; }
     done
     cmake -G Ninja -S "$root" -B "$tmp/build" -DGRADCOMP_CUDA=OFF -DCMAKE_PREFIX_PATH="$tmp/root/usr" \
+      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
       >"$tmp/configure.log" 2>&1 || { tail -20 "$tmp/configure.log"; echo "configure against the packages failed"; exit 1; }
     for key in pkgcfg_lib_UCX_ucp pkgcfg_lib_HWLOC_hwloc pkgcfg_lib_FFTW3F_fftw3f pkgcfg_lib_OPENBLAS_openblas \
                Catch2_DIR ZLIB_LIBRARY_RELEASE; do
@@ -216,7 +225,7 @@ dry_checks() {
     echo "unpack: $(ls "$root"/.device/debs/*.deb | wc -l) packages unpack; configure finds UCX, hwloc, FFTW, OpenBLAS, Catch2, zlib in them"
   ) || ok=0
   rm -rf "$tmp"
-  for f in "$driver" "$check" "$example"; do
+  for f in "$driver" "$check" "$example" "$root/tools/device/unpack_debs.py"; do
     python3 -m py_compile "$f" 2>&1 || { echo "syntax: $f"; ok=0; }
   done
   for f in "${BASH_SOURCE[0]}" "$root/tools/device/rank_env.sh" "$root/tools/device/prepare.sh"; do
@@ -231,7 +240,6 @@ setup() {
   newest=$(ls -t "$root"/.device/debs/*.deb 2>/dev/null | head -1)
   [ -n "$newest" ] || { summary "FAIL setup: no .device/debs/*.deb (carry .device/debs; tools/device/prepare.sh makes it)"; return 1; }
   if [ ! -e "$stamp" ] || [ "$newest" -nt "$stamp" ]; then
-    command -v dpkg >/dev/null || { summary "FAIL setup: no dpkg to unpack the packages"; return 1; }
     step unpack 120 bash -c "$(declare -f unpack_debs); root='$root'; unpack_debs '$sysroot'" && touch "$stamp" || return 1
   fi
   {
@@ -240,15 +248,16 @@ setup() {
     nvcc --version | tail -2
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
     compute-sanitizer --version 2>&1 | head -1
-    git -C "$root" log -1 --format='commit %H %s' 2>/dev/null
-    git -C "$root" status --short | head -20
+    git -C "$root" log -1 --format='commit %H %s' 2>/dev/null ||
+      echo "commit: unknown here (no .git in this copy): note the commit the batch was sent from"
   } >"$out/environment.txt" 2>&1
   sed 's/^/  /' "$out/environment.txt"
   local cc
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
   [ -f "$build/build.ninja" ] ||
     step configure 300 cmake -G Ninja -S "$root" -B "$build" -DGRADCOMP_CUDA=ON \
-      "-DCMAKE_CUDA_ARCHITECTURES=${cc:-90}" -DCMAKE_PREFIX_PATH="$sysroot/usr" || return 1
+      "-DCMAKE_CUDA_ARCHITECTURES=${cc:-90}" -DCMAKE_PREFIX_PATH="$sysroot/usr" \
+      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 || return 1  # CMake 4 and Debian's older package config files
   # shellcheck disable=SC2086
   step build 480 cmake --build "$build" -j "$(nproc)" --target $build_targets || return 1
 }

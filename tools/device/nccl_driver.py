@@ -82,7 +82,13 @@ class NcclComm:
         _fields_ = [("internal", ctypes.c_ubyte * 128)]  # not c_char: bytes() stops at a NUL
 
     def __init__(self, rank, nranks, device):
-        self.lib = ctypes.CDLL("libnccl.so.2")  # by soname: the copy torch already loaded
+        try:
+            self.lib = ctypes.CDLL("libnccl.so.2")  # by soname: the copy torch already loaded
+        except OSError:
+            import nvidia.nccl  # PyTorch's NCCL wheel (nvidia-nccl-cu13), not loaded yet
+            self.lib = ctypes.CDLL(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))
+        with open("/proc/self/maps") as maps:
+            self.path = next((line.split()[-1] for line in maps if "libnccl.so" in line), "?")
         scope = ctypes.CDLL(None)
 
         def fn(name, restype=ctypes.c_int):
@@ -143,6 +149,7 @@ class GlooComm:
     tolerance."""
 
     version = 0
+    path = "gloo"
 
     def allreduce(self, send, recv, op):
         work = send.float() if send.dtype == torch.bfloat16 else send.clone()
@@ -338,8 +345,9 @@ def main():
         device = torch.device("cpu")
     comm = NcclComm(rank, nranks, device) if backend == "nccl" else GlooComm()
     if rank == 0:
-        print("nccl_driver: %s, %d ranks, phases %s, torch %s, NCCL %d, GRADCOMP_ALGO=%s" % (
-            backend, nranks, a.phases, torch.__version__, comm.version, os.environ.get("GRADCOMP_ALGO", "unset")))
+        print("nccl_driver: %s, %d ranks, phases %s, torch %s, NCCL %d (%s), GRADCOMP_ALGO=%s" % (
+            backend, nranks, a.phases, torch.__version__, comm.version, comm.path,
+            os.environ.get("GRADCOMP_ALGO", "unset")))
     d = Driver(a, comm, rank, nranks, device)
     for phase in phases:
         getattr(d, phase)()
