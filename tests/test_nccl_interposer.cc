@@ -259,6 +259,30 @@ TEST_CASE("eligible calls reach the executor and give NCCL's result", "[mp][nccl
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
 
+// wagma keys its per-tensor state by AllreduceArgs::bufferKey alone: the
+// interposer must name each output buffer a tensor of its own (it once
+// passed 0, so a second tensor of another size failed "a key names one tensor").
+TEST_CASE("each output buffer is its own tensor for state kept per key", "[mp][nccl]") {
+  Job job;
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+    std::vector<float> big(1 << 20, float(rank + 1)), small(1 << 18, float(rank + 1));
+    for (std::vector<float>* buf : {&big, &small, &big}) {
+      std::fill(buf->begin(), buf->end(), float(rank + 1));
+      CHILD_CHECK(a.allReduce(buf->data(), buf->data(), buf->size(), ncclFloat32, ncclAvg, comm,
+                              nullptr) == ncclSuccess);
+      CHILD_CHECK((*buf)[0] == 1.5f && buf->back() == 1.5f);  // the 2-rank group average
+    }
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    return 0;
+    // Blocking: the wait-avoiding mode may answer with a late peer's older
+    // contribution, which a value check cannot predict.
+  }, job.env({{"GRADCOMP_ALGO", "wagma"}, {"GRADCOMP_WAGMA_WAIT", "1"}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}
+
 TEST_CASE("a configuration mismatch disables compression on every rank", "[mp][nccl]") {
   Job job;
   const std::string log = job.dir + "/stderr", stats = job.dir + "/stats";

@@ -216,6 +216,52 @@ TEST_CASE("wagma wait-avoiding: every version runs exactly once under random del
   }
 }
 
+// Each rank keys its tensors by its own buffer addresses (the interposer's
+// bufferKey), so the keys' order differs across ranks. Closing a stream waits
+// for the peers' farewell on that stream: closing them in key order made rank
+// 0 wait on tensor A while rank 1 waited on tensor B, until the timeout.
+TEST_CASE("wagma wait-avoiding: tensors keyed in a different order per rank close promptly", "[wagma]") {
+  const int P = 4;
+  auto nets = transport::createLocalTransports(P, 20.0);
+  std::vector<std::vector<std::unique_ptr<transport::Transport>>> fabrics;
+  for (int s = 0; s < 2; ++s) fabrics.push_back(transport::createLocalTransports(P, 20.0));
+  const param::Overrides cfg = config(4);
+  std::vector<std::string> errors(P);
+  std::vector<double> closeSeconds(P, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    threads.emplace_back([&, r] {
+      size_t next = 0;  // streams are created in first-call order, the same on every rank
+      auto algo = std::make_unique<Wagma>([&, r](Context&, std::unique_ptr<transport::Transport>* out) {
+        *out = std::move(fabrics.at(next++)[r]);
+        return Status::Ok();
+      });
+      std::vector<float> in(kCount), out(kCount);
+      for (int t = 0; t < 6 && errors[r].empty(); ++t)
+        for (int tensor = 0; tensor < 2 && errors[r].empty(); ++tensor) {
+          for (size_t i = 0; i < kCount; ++i) in[i] = inputOf(r, t, i);
+          Context ctx{*nets[r], device::cpuBackend(), cfg, uint64_t(2 * t + tensor)};
+          AllreduceArgs a;
+          a.sendBuf = in.data();
+          a.recvBuf = out.data();
+          a.count = kCount;
+          a.op = RedOp::Avg;
+          a.bufferKey = r % 2 == 0 ? 10 + tensor : 11 - tensor;  // odd ranks: reversed
+          Status s = algo->allreduce(ctx, a);
+          if (!s.ok()) errors[r] = s.toString();
+        }
+      const auto start = std::chrono::steady_clock::now();
+      algo.reset();
+      closeSeconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == "");
+    CHECK(closeSeconds[r] < 5.0);  // the timeout is 60 s
+  }
+}
+
 // ---------------------------------------------------------------------------
 // UCX processes: the default channel (a UCX worker per stream, wired over the
 // communicator's transport). Each rank writes its records to a file; the

@@ -32,7 +32,9 @@ Wagma::Wagma(ChannelFactory channels) : channels_(std::move(channels)) {
   if (const AlgorithmInfo* dense = findAlgorithm("dense")) dense_ = dense->create();
 }
 
-Wagma::~Wagma() = default;
+Wagma::~Wagma() {
+  for (uint64_t key : order_) tensors_.erase(key);
+}
 
 bool Wagma::lastReport(uint64_t key, CallReport* out) const {
   auto it = tensors_.find(key);
@@ -82,6 +84,7 @@ Status Wagma::allreduce(Context& ctx, const AllreduceArgs& args) {
   std::unique_ptr<Tensor>& slot = tensors_[args.bufferKey];
   if (!slot) {
     slot.reset(new Tensor());
+    order_.push_back(args.bufferKey);
     GC_CHECK(setup(ctx, args, slot.get()));
   }
   Tensor& t = *slot;

@@ -62,6 +62,11 @@ class Wagma final : public Algorithm {
   ChannelFactory channels_;
   std::unique_ptr<Algorithm> dense_;
   std::map<uint64_t, std::unique_ptr<Tensor>> tensors_;
+  // Keys in first-call order, the same on every rank (collective order); the
+  // destructor closes the tensors' streams in this order, because closing
+  // one waits for the peers to close theirs and keys (buffer addresses)
+  // sort differently on each rank.
+  std::vector<uint64_t> order_;
 };
 
 }  // namespace gradcomp::algo::wagma

@@ -241,6 +241,10 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       algo::AllreduceArgs args;
       args.sendBuf = sendbuff;
       args.recvBuf = recvbuff;
+      // The logical tensor is the user's output buffer, for every executor:
+      // algorithms that key state by bufferKey alone (quantized family,
+      // wagma) would otherwise share one key across all tensors.
+      args.bufferKey = uint64_t(uintptr_t(recvbuff));
       args.count = count;
       eligibleDtype(int(dtype), &args.dtype);
       eligibleOp(int(op), &args.op);

@@ -17,6 +17,7 @@ GC_PACKAGES=(build-essential cmake ninja-build pkg-config libucx-dev ucx-utils l
              catch2 libopenblas-dev dataset-fashion-mnist python3-matplotlib iproute2
              zlib1g-dev libfftw3-dev libtomlplusplus-dev
              openmpi-bin  # the launchers test runs gradcomp-bench/-train under mpirun
+             python3-torch  # GPU batch driver and PyTorch example on CPU/gloo (tests/device_batch.cmake)
              clang llvm libclang-rt-14-dev)  # sanitizer and libFuzzer builds
 
 # apt-get only for packages that are missing; sudo only when not root.

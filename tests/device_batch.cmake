@@ -1,0 +1,21 @@
+# The GPU batch's parts that run without a GPU (tests/device_batch_test.sh):
+# the dry run of tools/device/gpu_batch.sh (prepares and checks what travels
+# to the GPU machine; needs apt-get download the first time), the NCCL driver
+# and gradcomp-refcheck against the test-double NCCL (host memory, through the
+# interposer), and the PyTorch example on gloo. The last two skip (77) only
+# where PyTorch cannot be imported.
+# Not in sanitizer builds: the driver tests LD_PRELOAD libgradcomp.so into
+# Python, which carries no sanitizer runtime (the interposer and the checker
+# run sanitized in test_nccl_interposer and test_bench_cli).
+if(GRADCOMP_SANITIZE)
+  return()
+endif()
+set(GC_DEVICE_TEST bash ${CMAKE_CURRENT_SOURCE_DIR}/device_batch_test.sh)
+add_test(NAME device_batch_dry_run COMMAND ${GC_DEVICE_TEST} dry-run ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+set_tests_properties(device_batch_dry_run PROPERTIES TIMEOUT 300)
+add_test(NAME device_batch_passthrough COMMAND ${GC_DEVICE_TEST} passthrough ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+add_test(NAME device_batch_compressed
+         COMMAND ${GC_DEVICE_TEST} compressed ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} oktopk qsgd sign wagma)
+add_test(NAME pytorch_example_gloo COMMAND ${GC_DEVICE_TEST} example ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+set_tests_properties(device_batch_passthrough device_batch_compressed pytorch_example_gloo
+                     PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The GPU batch's parts that run without a GPU (tests/device_batch.cmake):
+#   device_batch_test.sh dry-run SRC BUILD
+#       tools/device/gpu_batch.sh --dry-run: prepares the carry, checks it
+#       exists, unpacks and configures against it, fits 64 MiB, prints the plan
+#   device_batch_test.sh passthrough SRC BUILD
+#   device_batch_test.sh compressed SRC BUILD ALGO...
+#       tools/device/nccl_driver.py with NCCL's C API served by the test-double
+#       libnccl.so.2 on host memory. passthrough: a sweep without LD_PRELOAD
+#       and one with LD_PRELOAD=libgradcomp.so GRADCOMP_ALGO=off are
+#       bit-identical and the exact phase is exact. compressed: for each ALGO
+#       a recording under the interposer passes gradcomp-refcheck and every
+#       call was compressed (the stats files); the first ALGO's recording
+#       fails gradcomp-refcheck as dense sums, and with one output element
+#       changed (the checker can fail).
+#   device_batch_test.sh example SRC BUILD
+#       examples/pytorch/train_fmnist.py, 2 ranks on gloo, 10 steps: both
+#       ranks end with the same parameters and learned something
+# Exit 77 (skipped) only when PyTorch cannot be imported (CI installs
+# python3-torch, so there it runs).
+set -euo pipefail
+mode="$1" src="$2" build="$3"
+shift 3
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+torch_python() {
+  local py
+  for py in ${GC_PYTHON:-} python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null && "$py" -c 'import torch.distributed' 2>/dev/null; then
+      echo "$py"
+      return 0
+    fi
+  done
+  echo "SKIP: no python3 that imports torch (apt-get install python3-torch)" >&2
+  exit 77
+}
+
+# torch.distributed.run with N ranks. PyTorch 1.13 on Python 3.11 (Debian 12)
+# cannot parse its own default --redirects/--tee values: give valid ones there.
+torchrun_fix=""
+torchrun() {
+  local n="$1"
+  shift
+  if [ -z "$torchrun_fix" ]; then
+    torchrun_fix=none
+    "$py" -c 'from torch.distributed.elastic.multiprocessing.api import Std as S; exit(S.from_str("0") is None)' ||
+      torchrun_fix="--redirects 2 --tee 2"
+  fi
+  # shellcheck disable=SC2046
+  "$py" -m torch.distributed.run --standalone --monitor_interval 1 --nproc_per_node "$n" \
+    $([ "$torchrun_fix" = none ] || echo "$torchrun_fix") "$@"
+}
+
+case "$mode" in
+dry-run)
+  "$src/tools/device/gpu_batch.sh" --dry-run "$tmp/out" | tee "$tmp/dry.log"
+  for part in a-test_gpu_kernels a-kbench b1-bit-identical b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
+              b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign; do
+    grep -q "^  $part " "$tmp/out/plan.txt" || fail "plan lacks step $part"
+  done
+  grep -q "carry=\[\".device/debs\", \".device/data\"\]" "$tmp/out/plan.txt" || fail "plan lacks the run invocation"
+  grep -q "GRADCOMP_ALGO=qsgd GRADCOMP_BITS=4" "$tmp/out/plan.txt" || fail "qsgd is not 4 bit"
+  grep -q "GRADCOMP_ALGO=oktopk GRADCOMP_DENSITY=0.01" "$tmp/out/plan.txt" || fail "oktopk density is not 0.01"
+  # A bad option is refused before anything runs.
+  if "$src/tools/device/gpu_batch.sh" --parts a,z "$tmp/x" 2>/dev/null; then fail "--parts a,z accepted"; fi
+  ;;
+passthrough|compressed)
+  py="$(torch_python)"
+  drv=("$src/tools/device/nccl_driver.py" --backend nccl --device cpu)
+  # 4 ranks by gradcomp-run, meeting through a file: no launcher agent and
+  # no port to race for (the example test covers torch.distributed.run).
+  ranks() { "$build/tools/gradcomp-run/gradcomp-run" -n 4 -- "$py" "$@" --init-file "$(mktemp -u -p "$tmp")"; }
+  check=("$py" "$src/tools/device/batch_check.py")
+  refcheck="$build/tools/gradcomp-refcheck/gradcomp-refcheck"
+  export LD_LIBRARY_PATH="$build/tests/nccl_double${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export NCCL_DOUBLE_TIMEOUT_S=60 GRADCOMP_TIMEOUT_S=60
+  ;;&
+passthrough)
+  # The double sums float32 and int32 (sum, avg) and copies the rest: enough
+  # for bit-identity, which compares whatever NCCL returned.
+  sweep=(--phases sweep,exact --sweep-sizes 1K:256K --sweep-dtypes float,int32,half --sweep-ops sum,avg
+         --exact-sizes 1K:1M)
+  mkdir -p "$tmp/d1" "$tmp/d2"
+  NCCL_DOUBLE_DIR="$tmp/d1" ranks "${drv[@]}" "${sweep[@]}" --out "$tmp/plain"
+  NCCL_DOUBLE_DIR="$tmp/d2" LD_PRELOAD="$build/plugin/libgradcomp.so" GRADCOMP_ALGO=off \
+    ranks "${drv[@]}" "${sweep[@]}" --out "$tmp/off"
+  "${check[@]}" sweeps "$tmp/plain" "$tmp/off"
+  "${check[@]}" exact "$tmp/off"
+  ;;
+compressed)
+  [ $# -gt 0 ] || fail "compressed: name the algorithms"
+  for algo in "$@"; do
+    mkdir -p "$tmp/$algo" "$tmp/d-$algo"
+    (
+      [ "$algo" = qsgd ] && export GRADCOMP_BITS=4
+      export NCCL_DOUBLE_DIR="$tmp/d-$algo" LD_PRELOAD="$build/plugin/libgradcomp.so" GRADCOMP_ALGO="$algo" \
+        GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$tmp/$algo/stats"
+      ranks "${drv[@]}" --phases record,time --record "$tmp/rec-$algo" --out "$tmp/$algo" \
+        --record-divisor 8 --time-sizes 256K --time-iters 2 --time-warmup 1
+    )
+    "$refcheck" "$tmp/rec-$algo"
+    "${check[@]}" stats "$tmp/$algo"
+  done
+  "${check[@]}" times "$tmp" --baseline "$1" | tee "$tmp/times.txt"
+  [ "$(grep -c " 262144 " "$tmp/times.txt")" -eq $# ] || fail "the time table lacks runs"
+  # The checker fails what is wrong: a compressed result is not the dense
+  # sum, and one changed element of one rank's output is not the result.
+  rec="$tmp/rec-$1"
+  set +e
+  "$refcheck" --algo dense "$rec" >/dev/null; [ $? -eq 1 ] || fail "$1's results pass as dense sums"
+  printf '\x7f' | dd of="$rec/rank2.call3.out" bs=1 seek=4001 conv=notrunc status=none
+  "$refcheck" "$rec" >"$tmp/tampered.txt"; [ $? -eq 1 ] || fail "a changed element passes"
+  set -e
+  grep "^call 3 .*\[0 0 1 0\].*WRONG" "$tmp/tampered.txt" || fail "the changed element of rank 2 was not found"
+  ;;
+example)
+  py="$(torch_python)"
+  torchrun 2 "$src/examples/pytorch/train_fmnist.py" --max-steps 10 --eval-samples 1000 | tee "$tmp/train.log"
+  "$py" "$src/tools/device/batch_check.py" train "$tmp/train.log" --ranks 2 --min-accuracy 0.25
+  grep -q '"steps": 10' "$tmp/train.log" || fail "not 10 steps"
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
+echo "device_batch_test $mode: ok"

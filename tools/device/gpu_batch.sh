@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# The GPU batch: everything in gradcomp that needs a GPU, in one command. One
+# log per step (in OUTDIR/logs.tar.gz) and one line per step in
+# OUTDIR/summary.txt:
+#   PASS|FAIL <step> (<seconds> s, exit <code>): <the step's last output line>
+#
+# 1. On the CPU machine (downloads the .debs, copies the dataset, checks that
+#    everything carried exists and fits, prints the plan):
+#      tools/device/gpu_batch.sh --dry-run
+# 2. With the `run` device tool, two calls of under 10 minutes each:
+#      run(command='tools/device/gpu_batch.sh --parts a,b2 "$OUT"',    carry=[".device/debs", ".device/data"])
+#      run(command='tools/device/gpu_batch.sh --parts b1,b3,c "$OUT"', carry=[".device/debs", ".device/data"])
+#    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
+#      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data"])
+#
+# Parts (--parts, comma list; default all):
+#   a   every [gpu] test (tests/test_gpu_*.cc) and the executor tests, and
+#       gradcomp-kbench (each kernel's GB/s as a fraction of a device-to-device
+#       copy measured in the same run)
+#   b1  NCCL pass-through: tools/device/nccl_driver.py sweeps 1K..64M x
+#       float/half/bfloat16/int32 x sum/avg/max x in/out of place without
+#       LD_PRELOAD and with LD_PRELOAD=libgradcomp.so GRADCOMP_ALGO=off: the
+#       outputs must be bit-identical; the pass-through's time beside NCCL's
+#   b2  compressed allreduce (oktopk, qsgd 4 bit, sign, wagma): every rank's
+#       output equals the CPU Reference's on the same inputs (gradcomp-refcheck
+#       replays the recorded calls), the stats prove every call was compressed,
+#       and the time per call beside NCCL's dense allreduce timed first
+#   b3  NCCL's own allreduce over the gradcomp net plugin (NCCL_NET_PLUGIN,
+#       NCCL_NET=gradcomp): exact results; busbw beside NCCL's Socket transport
+#   c   examples/pytorch/train_fmnist.py (DDP, no gradcomp import) for 2
+#       epochs: dense, oktopk (density 0.01), qsgd 4 bit, sign: accuracy, step
+#       time, and gradcomp's stats proving the allreduces were compressed
+# Ranks: 4 processes on the one GPU, each its own NCCL_HOSTID
+# (tools/device/rank_env.sh), NCCL_MNNVL_ENABLE=0, loopback sockets.
+#
+# Setup before the parts (every call; a no-op when already done on a warm
+# machine): unpack .device/debs into .device/root (never into /), configure
+# and build in .device/build with CUDA for the local GPU. Recordings go to
+# .device/work (large, not returned). Each step has a time limit; a step that
+# fails does not stop the others (only a failed setup does).
+#
+#   tools/device/gpu_batch.sh [--dry-run] [--quick] [--parts LIST] [--budget S] OUTDIR
+# OUTDIR receives summary.txt, environment.txt and logs.tar.gz (the run tool
+# returns at most 8 files). --budget S (default 570, with --quick 290): no
+# step starts or runs past S seconds after the start, so the batch ends and
+# packs its logs before the run tool's 600 s limit. Exit status: 0 when every
+# step passed (dry run: when every check passed).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+usage() { sed -n '/^#   tools\/device\/gpu_batch.sh \[/p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2; exit 2; }
+
+dry=0 quick=0 parts="" out="" budget=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1 ;;
+    --quick) quick=1 ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift ;;
+    --parts) parts="${2:?--parts needs a list}"; shift ;;
+    -h|--help) usage ;;
+    -*) echo "gpu_batch.sh: unknown option $1" >&2; usage ;;
+    *) [ -z "$out" ] || usage; out="$1" ;;
+  esac
+  shift
+done
+[ -n "$out" ] || [ $dry = 1 ] || usage
+b2_algos="oktopk qsgd sign wagma" c_cases="dense oktopk qsgd sign" epochs=2 time_sizes=4M,64M
+if [ $quick = 1 ]; then
+  parts="${parts:-a,b2,c}" b2_algos=oktopk c_cases=oktopk epochs=1 time_sizes=4M budget="${budget:-290}"
+fi
+budget="${budget:-570}"
+[[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_batch.sh: --budget takes whole seconds" >&2; exit 2; }
+parts=",${parts:-a,b1,b2,b3,c},"
+plist="$(echo ${parts//,/ })"
+for p in ${parts//,/ }; do
+  case "$p" in a|b1|b2|b3|c) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c)" >&2; exit 2 ;; esac
+done
+has() { [[ "$parts" == *",$1,"* ]]; }
+
+carry=(.device/debs .device/data)
+carry_limit=$((64 << 20))  # the run tool's limit on the working tree plus carry
+sysroot="$root/.device/root" build="$root/.device/build" work="$root/.device/work"
+logs="$work/logs"  # step logs and files; packed into OUTDIR/logs.tar.gz after every step
+data="$root/.device/data/fashion-mnist"
+arch=x86_64-linux-gnu
+lib="$build/plugin/libgradcomp.so"
+driver="$root/tools/device/nccl_driver.py" check="$root/tools/device/batch_check.py"
+refcheck="$build/tools/gradcomp-refcheck/gradcomp-refcheck"
+example="$root/examples/pytorch/train_fmnist.py"
+gpu_tests="$(cd "$root/tests" && ls test_gpu_*.cc | sed 's/\.cc$//' | tr '\n' ' ')test_executor_protocol test_backend_memory"
+build_targets="gradcomp gradcomp-refcheck gradcomp-kbench $gpu_tests"
+torchrun=(python3 -m torch.distributed.run --standalone --nproc_per_node 4 --no_python
+          "$root/tools/device/rank_env.sh" python3)
+out="${out:+$(mkdir -p "$out" && cd "$out" && pwd)}"
+
+# The environment of every step: the unpacked packages first on the search
+# paths, and NCCL set up for several ranks on one GPU over loopback.
+sysroot_env() {
+  local s="$1"
+  export PATH="$s/usr/bin:/usr/local/cuda/bin:$PATH"
+  export LD_LIBRARY_PATH="$s/usr/lib/$arch:$s/usr/lib/$arch/openblas-pthread:${LD_LIBRARY_PATH:-}"
+  export PKG_CONFIG_SYSROOT_DIR="$s"
+  export PKG_CONFIG_LIBDIR="$s/usr/lib/$arch/pkgconfig:$s/usr/share/pkgconfig:$s/usr/lib/$arch/openblas-pthread/pkgconfig"
+  export UCX_MODULE_DIR="$s/usr/lib/$arch/ucx"
+}
+export NCCL_MNNVL_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 GLOO_SOCKET_IFNAME=lo GRADCOMP_NET_IFNAME=lo
+
+# Every carried package into $1 (a project folder, never /): dpkg -x, or
+# where there is no dpkg (or with $2 = python) tools/device/unpack_debs.py.
+unpack_debs() {
+  mkdir -p "$1" || return 1
+  if [ "${2:-}" = python ] || ! command -v dpkg >/dev/null; then
+    python3 "$root/tools/device/unpack_debs.py" "$1" "$root"/.device/debs/*.deb
+  else
+    for deb in "$root"/.device/debs/*.deb; do dpkg -x "$deb" "$1" || return 1; done
+  fi
+}
+
+summary() { echo "$*" | tee -a "$out/summary.txt"; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 1048576}'; }
+rel() { local s="$*"; echo "${s//$root\//}"; }
+# Shell words as a copyable line: plain words as they are, others quoted.
+words() {
+  local w line="" plain='^[-A-Za-z0-9_,:=/.+@%$]+$'
+  for w in "$@"; do
+    [[ "$w" =~ $plain ]] || w="$(printf '%q' "$w")"
+    line+="$w "
+  done
+  echo "${line% }"
+}
+
+# The run tool returns at most 8 files from $OUT and kills the command at 10
+# minutes: OUTDIR gets summary.txt, environment.txt and logs.tar.gz (every
+# step's log and files), repacked after each step, and no step may run past
+# the batch's --budget (seconds since start), so the batch ends cleanly.
+pack() { cp "$out/summary.txt" "$out/environment.txt" "$logs/" 2>/dev/null; tar -czf "$out/logs.tar.gz" -C "$work" logs; }
+
+# step NAME LIMIT_S CMD...: runs CMD (stdout and stderr into LOGS/NAME.log)
+# under `timeout` (LIMIT_S, cut to what the budget leaves), then appends its
+# PASS/FAIL line. Dry run: prints it.
+failed=0
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  if [ $dry = 1 ]; then
+    printf '  %-24s %4ss  %s\n' "$name" "$limit" "$(rel "$(words "$@")")"
+    return 0
+  fi
+  local t0=$SECONDS rc last left=$((budget - SECONDS - 15))
+  if [ $left -lt 20 ]; then
+    failed=1
+    summary "FAIL $name: not run, the --budget of $budget s is spent"
+    return 1
+  fi
+  [ "$limit" -le $left ] || limit=$left
+  timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  last="$(grep -v '^[[:space:]]*$' "$logs/$name.log" | tail -1 | cut -c1-300)"
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && last="timed out after ${limit} s; $last"
+  [ $rc -eq 4 ] && grep -q "no CUDA device" "$logs/$name.log" && last="skipped: no CUDA device; $last"
+  [ $rc -eq 0 ] || failed=1
+  summary "$([ $rc -eq 0 ] && echo PASS || echo FAIL) $name ($((SECONDS - t0)) s, exit $rc): $last"
+  pack
+  return $rc
+}
+# A folder under OUTDIR for a step's files (created unless dry).
+outdir() { [ $dry = 1 ] || mkdir -p "$logs/$1"; echo "$logs/$1"; }
+params() {  # the GRADCOMP_* parameters of a case
+  case "$1" in
+    oktopk) echo GRADCOMP_DENSITY=0.01 ;;
+    qsgd) echo GRADCOMP_BITS=4 ;;
+    *) ;;
+  esac
+}
+
+# ---- dry run: prepare and check the carry, then print the plan ------------
+dry_checks() {
+  local ok=1 tmp bytes tree
+  "$root/tools/device/prepare.sh" || return 1
+  for c in "${carry[@]}"; do
+    [ -d "$root/$c" ] || { echo "carry: $c missing"; ok=0; }
+    git -C "$root" check-ignore -q "$c" || { echo "carry: $c is not git-ignored (the run tool carries only ignored paths by name)"; ok=0; }
+  done
+  for p in $(grep -v '^#' "$root/tools/device/packages.txt"); do
+    local n
+    n=$(compgen -G "$root/.device/debs/${p}_*.deb" | wc -l)
+    [ "$n" -eq 1 ] || { echo "carry: $n .deb files for $p in .device/debs (want 1; rm -rf .device/debs and rerun)"; ok=0; }
+  done
+  for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    [ -s "$data/$f" ] || { echo "carry: $data/$f missing"; ok=0; }
+  done
+  for f in "$driver" "$check" "$example" "$root/tools/device/rank_env.sh" "$root/tools/device/packages.txt" \
+           "$root/tools/device/unpack_debs.py"; do
+    [ -f "$f" ] || { echo "missing $f"; ok=0; }
+  done
+  # What travels: tracked and untracked-but-not-ignored files, plus the carry.
+  tree=$(cd "$root" && git ls-files -z -co --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  bytes=$(( tree + $(du -sb "${carry[@]/#/$root/}" | awk '{s += $1} END {print s + 0}') ))
+  echo "carry: working tree $(mib "$tree") MiB + $(du -sb "${carry[@]/#/$root/}" |
+    awk -v r="$root/" '{sub(r, "", $2); printf "%s %.1f MiB + ", $2, $1 / 1048576}' | sed 's/ + $//') = $(mib "$bytes") MiB of $((carry_limit >> 20)) MiB"
+  [ "$bytes" -le "$carry_limit" ] || { echo "carry: over the limit"; ok=0; }
+
+  # The unpacked packages alone must satisfy the build's dependencies: the
+  # pkg-config modules resolve inside the sysroot, and a configure without
+  # CUDA finds every package there (not on this machine's /usr). Unpacked by
+  # unpack_debs.py, the fallback for a GPU machine without dpkg.
+  tmp="$(mktemp -d)"
+  unpack_debs "$tmp/root" python || { echo "unpack: unpack_debs.py failed"; rm -rf "$tmp"; return 1; }
+  (
+    sysroot_env "$tmp/root"
+    for m in ucx hwloc fftw3f openblas; do
+      pkg-config --exists "$m" || { echo "unpack: pkg-config module $m not in the packages"; exit 1; }
+    done
+    for f in usr/lib/cmake/Catch2/Catch2Config.cmake usr/include/toml++/toml.h usr/lib/$arch/libucp.so.0 \
+             usr/lib/$arch/libz.so usr/lib/$arch/ucx; do
+      [ -e "$tmp/root/$f" ] || { echo "unpack: $f not in the packages"; exit 1; }
+    done
+    cmake -G Ninja -S "$root" -B "$tmp/build" -DGRADCOMP_CUDA=OFF -DCMAKE_PREFIX_PATH="$tmp/root/usr" \
+      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+      >"$tmp/configure.log" 2>&1 || { tail -20 "$tmp/configure.log"; echo "configure against the packages failed"; exit 1; }
+    for key in pkgcfg_lib_UCX_ucp pkgcfg_lib_HWLOC_hwloc pkgcfg_lib_FFTW3F_fftw3f pkgcfg_lib_OPENBLAS_openblas \
+               Catch2_DIR ZLIB_LIBRARY_RELEASE; do
+      value=$(grep -E "^$key:[A-Z]+=" "$tmp/build/CMakeCache.txt" | cut -d= -f2-)
+      [[ "$value" == "$tmp/root/"* ]] || { echo "configure: $key is '$value', not from the packages"; exit 1; }
+    done
+    echo "unpack: $(ls "$root"/.device/debs/*.deb | wc -l) packages unpack; configure finds UCX, hwloc, FFTW, OpenBLAS, Catch2, zlib in them"
+  ) || ok=0
+  rm -rf "$tmp"
+  for f in "$driver" "$check" "$example" "$root/tools/device/unpack_debs.py"; do
+    python3 -m py_compile "$f" 2>&1 || { echo "syntax: $f"; ok=0; }
+  done
+  for f in "${BASH_SOURCE[0]}" "$root/tools/device/rank_env.sh" "$root/tools/device/prepare.sh"; do
+    bash -n "$f" || ok=0
+  done
+  [ $ok = 1 ]
+}
+
+# ---- setup on the GPU machine ----------------------------------------------
+setup() {
+  local stamp="$sysroot/.unpacked" newest
+  newest=$(ls -t "$root"/.device/debs/*.deb 2>/dev/null | head -1)
+  [ -n "$newest" ] || { summary "FAIL setup: no .device/debs/*.deb (carry .device/debs; tools/device/prepare.sh makes it)"; return 1; }
+  if [ ! -e "$stamp" ] || [ "$newest" -nt "$stamp" ]; then
+    step unpack 120 bash -c "$(declare -f unpack_debs); root='$root'; unpack_debs '$sysroot'" && touch "$stamp" || return 1
+  fi
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+    nvcc --version | tail -2
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
+    compute-sanitizer --version 2>&1 | head -1
+    git -C "$root" log -1 --format='commit %H %s' 2>/dev/null ||
+      echo "commit: unknown here (no .git in this copy): note the commit the batch was sent from"
+  } >"$out/environment.txt" 2>&1
+  sed 's/^/  /' "$out/environment.txt"
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+  [ -f "$build/build.ninja" ] ||
+    step configure 300 cmake -G Ninja -S "$root" -B "$build" -DGRADCOMP_CUDA=ON \
+      "-DCMAKE_CUDA_ARCHITECTURES=${cc:-90}" -DCMAKE_PREFIX_PATH="$sysroot/usr" \
+      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 || return 1  # CMake 4 and Debian's older package config files
+  # shellcheck disable=SC2086
+  step build 480 cmake --build "$build" -j "$(nproc)" --target $build_targets || return 1
+}
+
+# ---- the parts ------------------------------------------------------------
+part_a() {
+  for t in $gpu_tests; do
+    step "a-$t" 300 "$build/tests/$t" -r console -d yes
+  done
+  step a-kbench 300 "$build/tools/gradcomp-kbench/gradcomp-kbench" -J "$(outdir a-kbench)/kbench.json"
+}
+
+part_b1() {
+  step b1-nccl-dense 300 "${torchrun[@]}" "$driver" --phases sweep,time --out "$(outdir b1-nccl-dense)" \
+    --label nccl-dense --time-sizes "$time_sizes"
+  step b1-preload-off 300 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_DEBUG=INFO "${torchrun[@]}" "$driver" \
+    --phases sweep,time --out "$(outdir b1-preload-off)" --label preload-off --time-sizes "$time_sizes"
+  step b1-bit-identical 120 python3 "$check" sweeps "$logs/b1-nccl-dense" "$logs/b1-preload-off"
+  step b1-times 60 python3 "$check" times "$logs" --runs 'b1-*' --baseline nccl-dense
+  [ ! -f "$logs/b1-times.log" ] || sed 's/^/    /' "$logs/b1-times.log" >>"$out/summary.txt"
+}
+
+part_b2() {
+  step b2-nccl-dense 300 "${torchrun[@]}" "$driver" --phases time --out "$(outdir b2-nccl-dense)" \
+    --label nccl-dense --time-sizes "$time_sizes"
+  for algo in $b2_algos; do
+    local dir
+    dir="$(outdir "b2-$algo")"
+    # shellcheck disable=SC2046
+    step "b2-$algo" 300 env LD_PRELOAD="$lib" GRADCOMP_ALGO="$algo" $(params "$algo") GRADCOMP_MIN_BYTES=64K \
+      GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO "${torchrun[@]}" "$driver" --phases record,time \
+      --record "$work/record-$algo" --out "$dir" --label "$algo" --time-sizes "$time_sizes"
+    step "b2-$algo-reference" 180 "$refcheck" "$work/record-$algo"
+    step "b2-$algo-compressed" 60 python3 "$check" stats "$dir"
+  done
+  step b2-times 60 python3 "$check" times "$logs" --runs 'b2-*' --baseline nccl-dense
+  [ ! -f "$logs/b2-times.log" ] || sed 's/^/    /' "$logs/b2-times.log" >>"$out/summary.txt"
+}
+
+part_b3() {
+  local net
+  for net in gradcomp Socket; do
+    local name="b3-net-${net,,}" env=(NCCL_NET="$net" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
+    [ $net = gradcomp ] && env+=(NCCL_NET_PLUGIN="$build/plugin/libnccl-net-gradcomp.so" GRADCOMP_DEBUG=INFO)
+    step "$name" 300 env "${env[@]}" "${torchrun[@]}" "$driver" --phases exact,time --out "$(outdir "$name")" \
+      --label "net-${net,,}" --exact-sizes 1K:64M --time-sizes 1M,16M,64M
+    step "$name-exact" 60 python3 "$check" exact "$logs/$name"
+  done
+  step b3-net-gradcomp-loaded 10 grep -m1 "net plugin: UCX" "$logs/b3-net-gradcomp.log"
+  step b3-times 60 python3 "$check" times "$logs" --runs 'b3-*' --baseline net-socket
+  [ ! -f "$logs/b3-times.log" ] || sed 's/^/    /' "$logs/b3-times.log" >>"$out/summary.txt"
+}
+
+part_c() {
+  for case in $c_cases; do
+    local dir preload=()
+    dir="$(outdir "c-$case")"
+    [ "$case" = dense ] || preload=(LD_PRELOAD="$lib" GRADCOMP_ALGO="$case" $(params "$case") GRADCOMP_MIN_BYTES=64K
+                                    GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO)
+    step "c-$case" 420 env "${preload[@]}" "${torchrun[@]}" "$example" --data "$data" --epochs "$epochs"
+    if [ "$case" = dense ]; then
+      step "c-$case-result" 60 python3 "$check" train "$logs/c-$case.log" --min-accuracy 0.5
+    else
+      step "c-$case-result" 60 python3 "$check" train "$logs/c-$case.log" --min-accuracy 0.5 --stats "$dir"
+    fi
+  done
+}
+
+run_parts() {
+  has a && part_a
+  has b1 && part_b1
+  has b2 && part_b2
+  has b3 && part_b3
+  has c && part_c
+}
+
+if [ $dry = 1 ]; then
+  echo "== checks"
+  dry_checks
+  checks=$?
+  plan=/dev/null
+  [ -n "$out" ] && plan="$out/plan.txt"
+  out="${out:-\$OUT}"
+  {
+    echo "== plan: parts $plist$([ $quick = 1 ] && echo ' (quick)') on the GPU machine (OUTDIR $out)"
+    echo "  environment: ${sysroot#$root/} first on PATH, LD_LIBRARY_PATH, PKG_CONFIG_LIBDIR; NCCL_MNNVL_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 GLOO_SOCKET_IFNAME=lo GRADCOMP_NET_IFNAME=lo"
+    echo "  setup: unpack .device/debs into ${sysroot#$root/} (when newer), configure (CUDA for the local GPU) and build $(rel "$build_targets") in ${build#$root/}"
+    run_parts
+    echo "== run with the device tool (carry: ${carry[*]}):"
+    sed -n '/^#      run(/p' "${BASH_SOURCE[0]}" | sed 's/^# */  /'
+  } | tee "$plan"
+  [ $checks = 0 ] && echo "dry run: every check passed" || echo "dry run: FAILED checks (above)"
+  exit $checks
+fi
+
+rm -rf "$logs" && mkdir -p "$logs"
+: >"$out/summary.txt"
+summary "gpu_batch.sh parts $plist$([ $quick = 1 ] && echo ' (quick)') at $(date -u +%FT%TZ), budget $budget s"
+sysroot_env "$sysroot"
+export PYTHONUNBUFFERED=1  # complete logs even from a step that is killed
+setup || { summary "setup failed: parts not run"; pack; exit 1; }
+run_parts
+summary "gpu_batch.sh: $(grep -c '^PASS' "$out/summary.txt") passed, $(grep -c '^FAIL' "$out/summary.txt") failed in $SECONDS s"
+pack
+exit $failed
