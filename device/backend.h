@@ -151,6 +151,17 @@ class Backend {
   // dst[idx[i] - base] = +0.0 (same range rule as scatterAdd).
   virtual Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx,
                              size_t count) = 0;
+  // counts[j] = #{i : |x[i]| > thresholds[j]} for j < m, in one pass.
+  virtual Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                                size_t* counts) = 0;
+  // *sum = sum of x[i], *sumSquares = sum of x[i]^2 over finite x (fp64), in
+  // this fixed order: blocks of 4096 elements, each summed by 256 lanes (lane
+  // l adds i = l, l + 256, ... in turn, lanes then added pairwise l += l + s
+  // for s = 128, ..., 1), block results added in block order.
+  virtual Status moments(const float* x, size_t n, double* sum, double* sumSquares) = 0;
+  // dst[i] = x[idx[i]] (fp32); an index >= n is InvalidArgument.
+  virtual Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx,
+                              size_t count) = 0;
   // dst[i] = src[pos[i]]; a position >= srcCount is Internal.
   virtual Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
                         size_t count) = 0;

@@ -68,7 +68,7 @@ TEST_CASE("oktopk adversarial inputs: one hot region, identical, disjoint, ties"
 TEST_CASE("sparse algorithms equal their references across calls (reuse, EF, avg)", "[sparse]") {
   std::mt19937_64 rng(5);
   std::vector<std::string> algos = {"topka", "oktopk"};
-  for (const char* extra : {"dsa", "gtopk"})
+  for (const char* extra : {"dsa", "gtopk", "gaussiank", "cltk"})
     if (findAlgorithm(extra)) algos.push_back(extra);
   for (const auto& algo : algos)
     for (int P : kRanks)
@@ -82,7 +82,7 @@ TEST_CASE("sparse algorithms equal their references across calls (reuse, EF, avg
 
 TEST_CASE("error feedback conserves mass: sum_i acc_i = u + sum_i eps_i", "[sparse]") {
   std::mt19937_64 rng(9);
-  for (const std::string algo : {"topka", "oktopk"}) {
+  for (const std::string algo : {"topka", "oktopk", "gaussiank", "cltk"}) {
     for (int P : {1, 3, 4}) {
       INFO(algo << " P=" << P);
       const size_t n = 500;
@@ -98,7 +98,7 @@ TEST_CASE("error feedback conserves mass: sum_i acc_i = u + sum_i eps_i", "[spar
 
 TEST_CASE("NaN/Inf in any rank's input: the call runs dense, residuals cleared", "[sparse]") {
   std::vector<std::string> algos = {"topka", "oktopk"};
-  for (const char* extra : {"dsa", "gtopk"})
+  for (const char* extra : {"dsa", "gtopk", "gaussiank", "cltk"})
     if (findAlgorithm(extra)) algos.push_back(extra);
   for (const auto& algo : algos) {
     INFO(algo);
@@ -232,4 +232,47 @@ TEST_CASE("oktopk, topka and gtopk over UCX between processes match the referenc
       const auto exits = test::runRanks(P, [&](int rank) { return ucxRank(rank, algo); }, {}, 120);
       REQUIRE(test::allSucceeded(exits));
     }
+}
+
+TEST_CASE("cltk: the rotating leader's top-k indices carry everyone's exact sum", "[sparse]") {
+  std::mt19937_64 rng(12);
+  const size_t n = 1000, k = 20;
+  for (int P : {1, 2, 3, 5}) {
+    INFO("P=" << P);
+    Group g("cltk", P, {{"DENSITY", densityFor(k, n)}, {"EF", "off"}});
+    for (int call = 0; call < 2 * P; ++call) {
+      const Inputs in = gridInputs(rng, P, n);  // 1/64 grid: sums are exact
+      const Inputs out = g.checkedCall(in);
+      const int leader = call % P;
+      const auto sel = topk(in[leader], k);
+      std::vector<float> want(n, 0.0f);
+      for (auto [i, v] : sel) {
+        (void)v;
+        for (int r = 0; r < P; ++r) want[i] += in[r][i];
+      }
+      CHECK(out[0] == want);
+    }
+  }
+}
+
+TEST_CASE("gaussiank: the estimated threshold admits more than 3k/4 entries", "[sparse]") {
+  std::mt19937_64 rng(13);
+  const size_t n = 20000;
+  for (double density : {0.001, 0.01, 0.1}) {
+    INFO("density " << density);
+    const size_t k = kOf(density, n);
+    Group g("gaussiank", 2, {{"DENSITY", std::to_string(density)}, {"EF", "off"}});
+    // Gaussian inputs: the estimate is about right (each rank selects
+    // ~k, at most ~2k after one 0.95 step). Uniform inputs have no tail: the
+    // Gaussian overestimates the threshold and the scaling must correct it.
+    for (const bool gaussian : {true, false}) {
+      const Inputs in = gaussian ? normalInputs(rng, 2, n) : gridInputs(rng, 2, n);
+      const Inputs out = g.checkedCall(in);
+      // The output's non-zeros are the union of the two ranks' selections.
+      size_t nz = 0;
+      for (float v : out[0]) nz += v != 0.0f;
+      CHECK(4 * nz > 3 * k);
+      if (gaussian) CHECK(nz <= 2 * 2 * k + 10);
+    }
+  }
 }

@@ -9,6 +9,7 @@
 
 #include "algorithms/sparse/collectives.h"
 #include "algorithms/sparse/oktopk.h"
+#include "device/arrays.h"
 #include "device/backend.h"
 #include "transport/local_transport.h"
 
@@ -81,5 +82,34 @@ TEST_CASE("oktopk boundaries from summed proposals equal combineBoundaries", "[s
     REQUIRE(central.front() == 0);
     REQUIRE(central.back() == n);
     for (size_t j = 1; j < central.size(); ++j) REQUIRE(central[j - 1] <= central[j]);
+  }
+}
+
+TEST_CASE("broadcastBlock delivers the root's block to every rank, any root", "[sparse]") {
+  for (int P : {1, 2, 3, 5, 8, 13}) {
+    for (int root : {0, P / 2, P - 1}) {
+      INFO("P " << P << " root " << root);
+      auto nets = transport::createLocalTransports(P, 20.0);
+      std::vector<Status> st(P);
+      std::vector<std::vector<uint8_t>> got(P);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < P; ++r)
+        threads.emplace_back([&, r] {
+          param::Overrides cfg;
+          algo::Context ctx{*nets[r], device::cpuBackend(), cfg, 3};
+          device::HostArray<uint8_t> block(device::cpuBackend());
+          if (r == root)
+            for (int i = 0; i < 1000 + root; ++i) block.push_back(uint8_t(i * 7 + root));
+          st[r] = algo::sparse::broadcastBlock(ctx, 0x100, root, 4096, &block);
+          got[r].assign(block.begin(), block.end());
+        });
+      for (auto& t : threads) t.join();
+      for (int r = 0; r < P; ++r) {
+        INFO("rank " << r << ": " << st[r].toString());
+        REQUIRE(st[r].ok());
+        CHECK(got[r] == got[root]);
+        CHECK(got[r].size() == size_t(1000 + root));
+      }
+    }
   }
 }

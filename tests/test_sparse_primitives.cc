@@ -371,3 +371,38 @@ TEST_CASE("randomized corruption never escapes validation", "[sparse]") {
   // data; every structural one must be caught (checked above), and most are.
   CHECK(rejected > total / 3);
 }
+
+TEST_CASE("countAboveMany, moments and gatherValues", "[sparse]") {
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> g(0.5f, 2.0f);
+  std::vector<float> x(10007);
+  for (auto& v : x) v = g(rng);
+  x[5] = NAN;
+  x[6] = -INFINITY;
+  const std::vector<float> th = {0.0f, 1.0f, 2.5f, 100.0f};
+  std::vector<size_t> counts(th.size());
+  REQUIRE(cpu().countAboveMany(x.data(), x.size(), th.data(), th.size(), counts.data()).ok());
+  for (size_t j = 0; j < th.size(); ++j) {
+    size_t c = 0;
+    REQUIRE(cpu().countAbove(x.data(), x.size(), th[j], &c).ok());
+    CHECK(counts[j] == c);
+  }
+  // Moments over the finite values only; the fixed order agrees with an
+  // fp64 sum to rounding.
+  double sum = 0, sq = 0, wantSum = 0, wantSq = 0;
+  REQUIRE(cpu().moments(x.data(), x.size(), &sum, &sq).ok());
+  for (float v : x)
+    if (std::isfinite(v)) wantSum += v, wantSq += double(v) * v;
+  CHECK(sum == Approx(wantSum).epsilon(1e-12));
+  CHECK(sq == Approx(wantSq).epsilon(1e-12));
+  double again = 0, againSq = 0;  // deterministic
+  REQUIRE(cpu().moments(x.data(), x.size(), &again, &againSq).ok());
+  CHECK(again == sum);
+  const std::vector<uint64_t> idx = {0, 7, 10006};
+  std::vector<float> got(3);
+  REQUIRE(cpu().gatherValues(got.data(), x.data(), x.size(), idx.data(), 3).ok());
+  CHECK(got == std::vector<float>({x[0], x[7], x[10006]}));
+  const std::vector<uint64_t> bad = {10007};
+  CHECK(cpu().gatherValues(got.data(), x.data(), x.size(), bad.data(), 1).code() ==
+        Err::InvalidArgument);
+}

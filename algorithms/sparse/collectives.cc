@@ -140,6 +140,39 @@ Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& c
   return ringAllgather(ctx, step, caps, blocks);
 }
 
+Status broadcastBlock(Context& ctx, uint64_t step, int root, size_t cap,
+                      device::HostArray<uint8_t>* block) {
+  const int P = ctx.net.size(), me = ctx.net.rank();
+  block->bind(ctx.dev);
+  GC_CHECK(ctx.dev.sync());
+  const int v = (me - root + P) % P;  // rank relative to the root
+  int mask = 1, round = 0;
+  while (mask < P) {  // the round in which v receives: its lowest set bit
+    if (v & mask) {
+      const int from = (v - mask + root) % P;
+      block->resize(cap + 1);  // never a zero-size buffer
+      size_t got = 0;
+      RequestSet req(ctx.net);
+      GC_CHECK(req.recv(from, makeTag(ctx.callSeq, step + round), block->data(), block->size(),
+                        &got));
+      GC_CHECK(req.waitAll());
+      GC_REQUIRE(got <= cap, Err::RemoteError,
+                 "broadcast: rank %d sent a %zu-byte block (limit %zu)", from, got, cap);
+      block->resize(got);
+      break;
+    }
+    mask <<= 1;
+    ++round;
+  }
+  // Forward to the ranks below in the tree: v + mask/2, v + mask/4, ...
+  RequestSet req(ctx.net);
+  for (mask >>= 1, --round; mask > 0; mask >>= 1, --round)
+    if (v + mask < P)
+      GC_CHECK(req.send((v + mask + root) % P, makeTag(ctx.callSeq, step + round), block->data(),
+                        block->size()));
+  return req.waitAll();
+}
+
 Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& mine,
                       std::vector<uint64_t>* all) {
   const int P = ctx.net.size(), me = ctx.net.rank();

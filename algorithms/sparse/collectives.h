@@ -44,6 +44,14 @@ Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any);
 Status allgatherBlocks(Context& ctx, uint64_t step, const std::vector<size_t>& caps,
                        std::vector<device::HostArray<uint8_t>>* blocks);
 
+// Broadcast of a byte block (host memory of ctx.dev) from `root` along a
+// binomial tree: on entry the root's *block holds the data, on return every
+// rank's does (at most `cap` bytes; a longer one is a RemoteError). log2(P)
+// rounds; a rank forwards what it received. Syncs first (as allgatherBlocks).
+// Steps [step, step + 64).
+Status broadcastBlock(Context& ctx, uint64_t step, int root, size_t cap,
+                      device::HostArray<uint8_t>* block);
+
 // Allgather of `mine.size()` words (the same size on every rank) into
 // all[r * size + i]. Steps [step, step + 64).
 Status allgatherWords(Context& ctx, uint64_t step, const std::vector<uint64_t>& mine,

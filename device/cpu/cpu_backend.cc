@@ -140,6 +140,17 @@ class CpuBackend final : public Backend {
                      size_t count) override {
     return cpu::scatterZero(dst, n, base, idx, count);
   }
+  Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                        size_t* counts) override {
+    return cpu::countAboveMany(x, n, thresholds, m, counts);
+  }
+  Status moments(const float* x, size_t n, double* sum, double* sumSquares) override {
+    return cpu::moments(x, n, sum, sumSquares);
+  }
+  Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx,
+                      size_t count) override {
+    return cpu::gatherValues(dst, x, n, idx, count);
+  }
   Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
                 size_t count) override {
     return cpu::gather(dst, src, srcCount, pos, count);

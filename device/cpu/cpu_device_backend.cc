@@ -319,6 +319,34 @@ class CpuDeviceBackend final : public Backend {
       return cpu().scatterZero(dst, n, base, idx, count);
     });
   }
+  Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                        size_t* counts) override {
+    for (size_t j = 0; j < m; ++j) poison(&counts[j]);
+    return defer("countAboveMany", [=]() -> Status {
+      GC_CHECK(arg("countAboveMany", "x", x, n * 4, Access::Read));
+      GC_CHECK(arg("countAboveMany", "thresholds", thresholds, m * 4, Access::Read));
+      for (size_t j = 0; j < m; ++j) GC_CHECK(scalar(&counts[j], sizeof counts[j]));
+      return cpu().countAboveMany(x, n, thresholds, m, counts);
+    });
+  }
+  Status moments(const float* x, size_t n, double* sum, double* sumSquares) override {
+    *sum = *sumSquares = std::numeric_limits<double>::quiet_NaN();
+    return defer("moments", [=]() -> Status {
+      GC_CHECK(arg("moments", "x", x, n * 4, Access::Read));
+      GC_CHECK(scalar(sum, sizeof *sum));
+      GC_CHECK(scalar(sumSquares, sizeof *sumSquares));
+      return cpu().moments(x, n, sum, sumSquares);
+    });
+  }
+  Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx,
+                      size_t count) override {
+    return defer("gatherValues", [=]() -> Status {
+      GC_CHECK(arg("gatherValues", "idx", idx, count * 8, Access::Read));
+      GC_CHECK(arg("gatherValues", "x", x, n * 4, Access::Read, count * 4));
+      GC_CHECK(arg("gatherValues", "dst", dst, count * 4, Access::Write));
+      return cpu().gatherValues(dst, x, n, idx, count);
+    });
+  }
   Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
                 size_t count) override {
     return defer("gather", [=]() -> Status {

@@ -21,6 +21,10 @@ Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget, uint6
 Status scatterAdd(float* dst, size_t n, uint64_t base, const uint64_t* idx, const float* val,
                   size_t count);
 Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx, size_t count);
+Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                      size_t* counts);
+Status moments(const float* x, size_t n, double* sum, double* sumSquares);
+Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx, size_t count);
 Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
               size_t count);
 Status lowerBound(const uint64_t* sorted, size_t n, const uint64_t* keys, size_t nkeys,

@@ -169,6 +169,68 @@ Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx, siz
   return Status::Ok();
 }
 
+Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                      size_t* counts) {
+  // One pass: each |x| finds, by binary search over the thresholds sorted
+  // ascending, how many of them it exceeds; a histogram of that number
+  // gives every count (a suffix sum).
+  std::vector<uint32_t> order(m);
+  for (size_t j = 0; j < m; ++j) order[j] = uint32_t(j);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return thresholds[a] < thresholds[b]; });
+  std::vector<float> sorted(m);
+  for (size_t j = 0; j < m; ++j) sorted[j] = thresholds[order[j]];
+  std::vector<size_t> exceeds(m + 1, 0);  // exceeds[e]: elements above exactly e thresholds
+  for (size_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (std::isnan(a)) continue;  // above nothing
+    ++exceeds[size_t(std::lower_bound(sorted.begin(), sorted.end(), a) - sorted.begin())];
+  }
+  // counts for sorted[j]: elements above more than j thresholds.
+  size_t above = 0;
+  for (size_t e = m; e > 0; --e) {
+    above += exceeds[e];
+    counts[order[e - 1]] = above;
+  }
+  return Status::Ok();
+}
+
+Status moments(const float* x, size_t n, double* sum, double* sumSquares) {
+  constexpr size_t kBlock = 4096, kLanes = 256;
+  double s = 0, q = 0;
+  double ls[kLanes], lq[kLanes];
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t len = std::min(kBlock, n - b);
+    for (size_t l = 0; l < kLanes; ++l) {
+      double a = 0, c = 0;
+      for (size_t i = l; i < len; i += kLanes) {
+        const double v = double(x[b + i]);
+        if (!std::isfinite(v)) continue;
+        a += v;
+        c += v * v;
+      }
+      ls[l] = a, lq[l] = c;
+    }
+    for (size_t st = kLanes / 2; st >= 1; st /= 2)
+      for (size_t l = 0; l < st; ++l) ls[l] += ls[l + st], lq[l] += lq[l + st];
+    s += ls[0];
+    q += lq[0];
+  }
+  *sum = s;
+  *sumSquares = q;
+  return Status::Ok();
+}
+
+Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    GC_REQUIRE(idx[i] < n, Err::InvalidArgument,
+               "gatherValues: index %llu (entry %zu) outside [0, %zu)", (unsigned long long)idx[i],
+               i, n);
+    dst[i] = x[idx[i]];
+  }
+  return Status::Ok();
+}
+
 Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
               size_t count) {
   for (size_t i = 0; i < count; ++i) {

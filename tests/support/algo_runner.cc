@@ -70,7 +70,8 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
 }
 
 std::vector<Variant> variantsOf(const std::string& algo) {
-  if (algo == "oktopk" || algo == "gtopk" || algo == "topka" || algo == "dsa")
+  if (algo == "oktopk" || algo == "gtopk" || algo == "topka" || algo == "dsa" || algo == "cltk" ||
+      algo == "gaussiank")
     return {{"d=0.01 tau'=2", {{"DENSITY", "0.01"}, {"TOPK_TAU_PRIME", "2"}, {"TOPK_TAU", "3"}}},
             {"d=0.3", {{"DENSITY", "0.3"}}}};
   if (algo == "qsgd") return {{"bits=4", {{"BITS", "4"}}}, {"bits=1", {{"BITS", "1"}}}};

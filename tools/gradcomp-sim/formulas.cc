@@ -28,6 +28,13 @@ VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k) {
     // counts allgather (16 bytes per block), boundary agreement every tau calls.
     b = {true, 8 * dk * frac, 24 * dk * frac, (4 * kHeader + 4 * kLength + 16) * (p - 1),
          "[2k(P-1)/P, 6k(P-1)/P] words"};
+  } else if (algo == "cltk") {
+    // The ring of k values (fp32: 4 bytes a value, so 2k(P-1)/P words are
+    // 8k(P-1)/P bytes), plus the index broadcast: nothing for a leaf, the
+    // leader's COO message (8k bytes) to each of its ceil(log2 P) children.
+    const double children = std::ceil(logP);
+    b = {true, 8 * dk * frac, 8 * dk * frac + 8 * dk * children,
+         kHeader * children + 64 * logP, "2k(P-1)/P words + index broadcast"};
   }
   return b;
 }

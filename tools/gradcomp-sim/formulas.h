@@ -9,6 +9,10 @@
 //   gtopk  (reduction tree)       4k log2 P words (critical path: reduce +
 //                                 broadcast; one rank sends 2k..4k log2 P)
 //   oktopk                        [2k(P-1)/P, 6k(P-1)/P] words
+//   cltk   (shared index, ours)   2k(P-1)/P words (values: the lower bound)
+//                                 + the leader's index message (2k words
+//                                 COO) once per tree edge: the leader sends
+//                                 it to ceil(log2 P) children
 //
 // Our messages also carry framing the table leaves out: a 40-byte header per
 // sparse message and 8-byte block lengths in the recursive-doubling allgather.

@@ -1,0 +1,131 @@
+// cltk: a shared-index sparse allreduce at the volume bound (cyclic local
+// top-k, after ScaleCom, Chen et al., NeurIPS 2020). Each call one rank leads,
+// in turn by the tensor's call count (leader = call % P): it selects its exact
+// top-k indices and broadcasts them along a binomial tree; every rank gathers
+// its accumulator's values at those indices and the k values are summed by a
+// dense ring reduce-scatter + allgather. Every rank then holds the exact sum
+// of all accumulators on the leader's index set, and contributes those entries
+// in full (error feedback keeps everything else).
+//
+// Volume per rank: 2k(P-1)/P fp32 values in the ring (the sparse allreduce
+// lower bound of the Ok-Topk paper, flat in P) plus the index message, which
+// the leader's broadcast tree delivers once to every rank (about 8k bytes in
+// COO, less as DenseStream when the indices cluster: the sparse wire format's
+// smallest body; values ride along but are ignored). Ok-Topk sends up to
+// 6k(P-1)/P; TopkA 2k(P-1).
+//
+// The ring is dense::ringAllreduce on the k-vector (never recursive
+// doubling), so the reference reproduces its order of additions: chunk c of
+// the k-vector is summed as x_{c-1} + (... + (x_{c+1} + x_c)) (ranks mod P).
+// Tag steps: broadcast 0x60000, the ring 0..8P.
+#include <map>
+
+#include "algorithms/dense/dense.h"
+#include "algorithms/sparse/collectives.h"
+#include "algorithms/sparse/reference_frame.h"
+#include "algorithms/sparse/sparse_common.h"
+#include "algorithms/sparse/wire_format.h"
+
+namespace gradcomp::algo::sparse {
+namespace {
+
+constexpr uint64_t kStepIndexes = 0x60000;
+
+struct KeyCalls {
+  size_t count = 0;
+  uint64_t calls = 0;
+};
+
+// The leader of this call of `key` (counted per tensor, like every rank's).
+int leaderOf(std::map<uint64_t, KeyCalls>* keys, uint64_t key, size_t n, int P) {
+  KeyCalls& kc = (*keys)[key];
+  if (kc.count != n) kc = KeyCalls{n, 0};
+  return int(kc.calls++ % uint64_t(P));
+}
+
+class Cltk final : public SparseAlgorithm {
+  Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
+                  float* acc, const FrameStats&, float* result) override {
+    device::Backend& dev = ctx.dev;
+    const int P = ctx.net.size(), me = ctx.net.rank();
+    const size_t n = args.count;
+    const int leader = leaderOf(&keys_, tensorKey(args), n, P);
+
+    // The shared index set: the leader's top-k, broadcast as a sparse message.
+    Coo sel(dev);
+    device::HostArray<uint8_t> msg(dev);
+    if (me == leader) {
+      GC_CHECK(selectTopk(dev, acc, n, k, 0, &sel));
+      GC_CHECK(encodeSparse(dev, SparsePiece{&sel, 0, sel.size(), 0, n}, &msg));
+    }
+    GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, wireBound(n, k), &msg));
+    if (me != leader) {
+      sel.resize(k);
+      size_t got = 0, used = 0;
+      GC_CHECK(decodeSparse(dev, msg.data(), msg.size(), 0, n, sel.idx.data(), sel.val.data(), k,
+                            leader, &got, &used));
+      GC_REQUIRE(used == msg.size(), Err::RemoteError,
+                 "cltk: the leader's (rank %d) index message has %zu bytes after its end", leader,
+                 msg.size() - used);
+      sel.resize(got);
+    }
+    const size_t m = sel.size();
+    if (m == 0) return dev.sync();  // the leader's accumulator is all zero: nothing to send
+
+    // Everyone's values there, summed by the ring, contributed in full.
+    device::DeviceArray<float>& vals = vals_.bind(dev);
+    vals.resize(m);
+    GC_CHECK(dev.gatherValues(vals.data(), acc, n, sel.idx.data(), m));
+    GC_CHECK(dev.scatterZero(acc, n, 0, sel.idx.data(), m));
+    if (P > 1) GC_CHECK(dense::ringAllreduce(ctx, vals.data(), m, DataType::Float32, &stage_));
+    GC_CHECK(dev.scatterAdd(result, n, 0, sel.idx.data(), vals.data(), m));
+    return dev.sync();  // the decode read `msg`
+  }
+
+  std::map<uint64_t, KeyCalls> keys_;
+  device::DeviceArray<float> vals_;
+  dense::Staging stage_;
+};
+
+class CltkReference final : public SparseReference {
+ public:
+  using SparseReference::SparseReference;
+
+ private:
+  Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& sum) override {
+    device::Backend& cpu = device::cpuBackend();
+    const int P = frame().nranks();
+    const size_t n = args.count;
+    const int leader = leaderOf(&keys_, tensorKey(args), n, P);
+    Coo sel;
+    GC_CHECK(selectTopk(cpu, frame().acc(leader), n, k, 0, &sel));
+    const size_t m = sel.size();
+    const uint64_t* idx = sel.idx.hostView();
+    std::vector<float> vals(m);
+    for (size_t c = 0; c < size_t(P); ++c) {  // the ring's order per chunk of the k-vector
+      const dense::Chunk ch = dense::chunkOf(m, P, int(c));
+      for (size_t j = ch.begin; j < ch.begin + ch.size; ++j) {
+        float s = frame().acc(int(c))[idx[j]];
+        for (int t = 1; t < P; ++t) s = frame().acc(int((c + size_t(t)) % size_t(P)))[idx[j]] + s;
+        vals[j] = s;
+      }
+    }
+    for (int r = 0; r < P; ++r) GC_CHECK(cpu.scatterZero(frame().acc(r), n, 0, idx, m));
+    return cpu.scatterAdd(sum.data(), n, 0, idx, vals.data(), m);
+  }
+
+  std::map<uint64_t, KeyCalls> keys_;
+};
+
+}  // namespace
+
+GC_REGISTER_ALGORITHM(cltk, {
+    "cltk",
+    "shared-index top-k: a rotating leader's top-k indices broadcast, every rank's values there "
+    "summed by a dense ring (2k(P-1)/P values per rank, the sparse volume bound); error feedback",
+    {param::Id::DENSITY, param::Id::WARMUP_CALLS, param::Id::EF},
+    [] { return std::unique_ptr<Algorithm>(new Cltk()); },
+    [](int nranks) { return std::unique_ptr<Reference>(new CltkReference(nranks)); },
+});
+
+}  // namespace gradcomp::algo::sparse
