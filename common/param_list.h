@@ -66,7 +66,9 @@
   X(QUANT_SEED, Int, "0", "0..2147483647",                                                 \
     "qsgd: seed of the counter-based stochastic rounding; with the call number, rank and phase it fixes every rounding, so ranks and reruns reproduce.") \
   X(SIGN_EF, Bool, "1", "",                                                                \
-    "sign: error feedback (EF-signSGD): keep acc - s_r*d per tensor (d the agreed decisions, s_r this rank's share of the block scale) and add it to the next call; it feeds back the bias of the ties-to--1 rule. Needs GRADCOMP_EF on.") \
+    "sign: error feedback (EF-signSGD): keep acc - s_r*d per tensor (d the agreed decisions, s_r this rank's share of the block scale) and add it to the next call; it feeds back what the majority and its tie rule got wrong. Needs GRADCOMP_EF on.") \
+  X(SIGN_TIES, Enum, "hash", "hash|negative",                                              \
+    "sign: how a tie (2:2 votes at even P) is decided: hash, +1 or -1 by a hash of (call, element) that every rank computes alike (no bits, no bias); negative, -1 as in the paper, which moves tied coordinates the same way every call.") \
   X(SIGN_BLOCK, Int, "1024", "1..1073741824",                                               \
     "sign: elements per output-scale block; each block's magnitude is the projection of the exact result onto its decisions, one fp32 share per block and rank is exchanged.") \
   X(THETA, Double, "0.85", "0..1",                                                         \

@@ -261,10 +261,11 @@ class Backend {
   virtual Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn,
                               const uint8_t* signBits, size_t n, uint8_t* countsOut, int outBits,
                               int source) = 0;
-  // Majority of nranks votes: bit = (2 * count > nranks), ties to 0 (-1).
-  // RemoteError when a count exceeds nranks.
+  // Majority of nranks votes: bit = (2 * count > nranks); a tie (2 * count
+  // == nranks) gives signTieUp(ties, indexBase + i) (quant_types.h). RemoteError
+  // when a count exceeds nranks.
   virtual Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
-                              uint8_t* decision) = 0;
+                              const SignTies& ties, uint64_t indexBase, uint8_t* decision) = 0;
   // dst[i] = bit ? pos : neg. RemoteError on set padding bits.
   virtual Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
                             int source) = 0;

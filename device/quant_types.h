@@ -92,6 +92,20 @@ inline float rbfEpsForVmax(double vmax, int bits, int mantissa) {
 // eps0 = 0.002 at vmax = 0.5), at least 0.
 inline int rbfDefaultMantissa(int bits) { return bits > 4 ? bits - 4 : 0; }
 
+// ---- Sign majority ties ---------------------------------------------------
+// A tie (2 * count == ranks, even P) is decided -1 (negative, the seed paper's
+// rule), or by a hash bit every rank computes alike for the same call and
+// element: +1 when bit 0 of mix64(seed ^ mix64(index)) is set. The hash costs
+// no bits on the wire and has no bias, where ties-to--1 pushes every tied
+// coordinate the same way every call.
+struct SignTies {
+  bool hash = true;
+  uint64_t seed = 0;  // streamSeed(0, call, 0, 3) in the sign algorithm
+};
+inline bool signTieUp(const SignTies& t, uint64_t index) {
+  return t.hash && (mix64(t.seed ^ mix64(index)) & 1u);
+}
+
 // ---- Chunked real FFT -----------------------------------------------------
 // A buffer of n reals is transformed in chunks of `chunk` elements (the last
 // one shorter). Chunk c of length L has L/2 + 1 complex bins, stored as

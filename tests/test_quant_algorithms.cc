@@ -168,7 +168,8 @@ TEST_CASE("rbf: matches its reference; error within the RBF bounds", "[quant][rb
   }
 }
 
-TEST_CASE("sign: output is the central majority for P = 1..16, ties to -1", "[quant][sign]") {
+TEST_CASE("sign: output is the central majority for P = 1..16, ties to -1 (negative rule)",
+          "[quant][sign]") {
   for (int P = 1; P <= 16; ++P) {
     // Element i: exactly (i mod (P+1)) ranks vote positive, so every count
     // 0..P (and the tie P/2 for even P) occurs; magnitudes vary.
@@ -180,7 +181,8 @@ TEST_CASE("sign: output is the central majority for P = 1..16, ties to -1", "[qu
         const float mag = 0.5f + float((i * 7 + r) % 5);
         in[r][i] = positive ? mag : (r % 3 == 0 ? 0.0f : -mag);
       }
-    const auto run = test::runLocal("sign", overrides({{"SIGN_EF", "0"}}), {in}, RedOp::Avg);
+    const auto run = test::runLocal("sign", overrides({{"SIGN_EF", "0"}, {"SIGN_TIES", "negative"}}),
+                                    {in}, RedOp::Avg);
     REQUIRE(run.ok());
     // Scale (one block, n < GRADCOMP_SIGN_BLOCK): the projection of the exact
     // mean onto the decisions d, from per-rank shares <in_r, d> / n (fp64,
@@ -271,6 +273,44 @@ TEST_CASE("sign: the output is never longer than the exact result", "[quant][sig
   }
 }
 
+TEST_CASE("sign: ties split by the hash rule, alike on every rank and in the reference",
+          "[quant][sign]") {
+  // P = 4, one scale block. Elements 0..199 carry a common positive signal
+  // (so the block's scale S is positive and the sign of every output shows
+  // its decision); elements 200.. are 2:2 ties of zero sum. With the hash rule
+  // about half of the ties go each way, the choice changes between calls,
+  // every rank agrees, and the runner checks every call against the reference.
+  const int P = 4;
+  const size_t n = 2200, strong = 200;
+  std::vector<Buffers> in(3, Buffers(P, std::vector<float>(n)));
+  for (int c = 0; c < 3; ++c)
+    for (int r = 0; r < P; ++r)
+      for (size_t i = 0; i < n; ++i)
+        in[c][r][i] = i < strong ? 10.0f : ((r < 2) == ((i + size_t(c)) % 2 == 0) ? 1.0f : -1.0f);
+  const param::Overrides cfg = overrides({{"SIGN_EF", "0"}, {"SIGN_BLOCK", "4096"}});
+  const auto run = test::runLocal("sign", cfg, in, RedOp::Sum);
+  REQUIRE(run.ok());
+  std::unique_ptr<algo::Reference> ref;
+  REQUIRE(algo::quant::makeSignReference(P, cfg, &ref).ok());
+  std::vector<std::vector<double>> expected;
+  REQUIRE(test::referenceRun(*ref, in, RedOp::Sum, &expected).ok());
+  const size_t ties = n - strong;
+  for (int c = 0; c < 3; ++c) {
+    size_t up = 0, changed = 0;
+    REQUIRE(run.out[c][0][0] > 0);
+    for (size_t i = strong; i < n; ++i) {
+      up += run.out[c][0][i] > 0;
+      if (c > 0) changed += (run.out[c][0][i] > 0) != (run.out[c - 1][0][i] > 0);
+      for (int r = 1; r < P; ++r) REQUIRE(test::sameBits(run.out[c][r][i], run.out[c][0][i]));
+      REQUIRE(test::sameBits(run.out[c][0][i], float(expected[c][i])));
+    }
+    INFO("call " << c << ": " << up << " of " << ties << " ties up, " << changed << " changed");
+    CHECK(up > ties * 4 / 10);
+    CHECK(up < ties * 6 / 10);
+    if (c > 0) CHECK(changed > ties * 4 / 10);
+  }
+}
+
 TEST_CASE("sign: with EF, ties and all-zero coordinates do not drift", "[quant][sign]") {
   // P = 4, 40 calls. Elements 0..15 carry a common positive signal (so the
   // scale is positive); 16..31 are exact 2:2 ties whose sides swap every call
@@ -285,7 +325,8 @@ TEST_CASE("sign: with EF, ties and all-zero coordinates do not drift", "[quant][
       for (size_t i = 0; i < 32; ++i)
         in[c][r][i] = i < 16 ? 1.0f : (((r + c) % 2) ? 0.5f : -0.5f) * (r < 2 ? 1 : -1);
   for (const char* ef : {"0", "1"}) {
-    const auto run = test::runLocal("sign", overrides({{"SIGN_EF", ef}}), in, RedOp::Avg);
+    const auto run = test::runLocal("sign", overrides({{"SIGN_EF", ef}, {"SIGN_TIES", "negative"}}),
+                                    in, RedOp::Avg);
     REQUIRE(run.ok());
     double maxScale = 0, tieDrift = 0, zeroDrift = 0;
     for (int c = 0; c < calls; ++c) {

@@ -267,13 +267,28 @@ TEST_CASE("sign: votes, counts and majority with ties to -1", "[quant]") {
   // A count above the ranks it covers is a malformed payload.
   REQUIRE(cpu::signCountAdd(in.data(), 2, 2, v.data(), n, out.data(), 3, -1).code() == Err::RemoteError);
 
-  // Majority of 4: counts 0 1 2 3 4 -> 2 is a tie and goes to -1.
+  // Majority of 4: counts 0 1 2 3 4 -> 2 is a tie and goes to -1 (the
+  // negative rule), or to the side the hash picks for its element index.
   std::vector<uint8_t> counts(packedBytes(5, 3), 0), dec(1);
   for (uint32_t i = 0; i < 5; ++i) cpu::putBits(counts.data(), i, 3, i);
-  REQUIRE(cpu::signMajority(counts.data(), 3, 5, 4, dec.data()).ok());
+  const SignTies negative{false, 0};
+  REQUIRE(cpu::signMajority(counts.data(), 3, 5, 4, negative, 0, dec.data()).ok());
   REQUIRE(dec[0] == 0b11000);
+  std::vector<uint8_t> hashed(1);
+  int up = 0;
+  for (uint64_t base = 0; base < 200; ++base) {  // the tie is element 2, index base + 2
+    const SignTies hash{true, 12345};
+    REQUIRE(cpu::signMajority(counts.data(), 3, 5, 4, hash, base, hashed.data()).ok());
+    const bool tieUp = (hashed[0] >> 2) & 1;
+    REQUIRE(tieUp == signTieUp(hash, base + 2));
+    REQUIRE((hashed[0] & 0b11011) == 0b11000);  // the other elements as before
+    up += tieUp;
+  }
+  CHECK(up > 70);  // about half of 200 ties go each way
+  CHECK(up < 130);
   std::vector<uint8_t> scratch(1);
-  REQUIRE(cpu::signMajority(counts.data(), 3, 5, 3, scratch.data()).code() == Err::RemoteError);
+  REQUIRE(cpu::signMajority(counts.data(), 3, 5, 3, negative, 0, scratch.data()).code() ==
+          Err::RemoteError);
   std::vector<float> y(5);
   REQUIRE(cpu::signExpand(dec.data(), 5, 0.5f, -0.5f, y.data(), -1).ok());
   REQUIRE(y == std::vector<float>{-0.5f, -0.5f, -0.5f, 0.5f, 0.5f});

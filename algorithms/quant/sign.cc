@@ -2,8 +2,11 @@
 // signs of acc (bit = acc > 0; 0, -0 and NaN vote negative). Counts of
 // positive votes travel around a ring reduce-scatter: at step i (1-based) the
 // forwarded counts cover i ranks and use ceil(log2(i+1)) bits per element;
-// the owner decides d = +1 iff count > P/2 (ties go to -1) and a ring
-// allgather spreads the 1-bit decisions.
+// the owner decides d = +1 iff count > P/2 and a ring allgather spreads the
+// 1-bit decisions. A tie (2:2 at even P) goes to -1 with
+// GRADCOMP_SIGN_TIES=negative (the paper's rule), and by default (hash) to
+// the side a hash of (call, element) picks, alike on every rank
+// (device/quant_types.h signTieUp): no extra bits, no bias.
 //
 // Output scale, per block of B = GRADCOMP_SIGN_BLOCK elements (the
 // projection of the exact result onto d): once every rank holds d in
@@ -89,6 +92,15 @@ float contributionScale(const V& all, size_t blocks, size_t b, int r) {
   return shareTotal(all, blocks, b) > 0 ? all[size_t(r) * blocks + b] : 0.0f;
 }
 
+// The tie rule of call `call` (GRADCOMP_SIGN_TIES).
+Status readTies(const param::Overrides& config, uint64_t call, device::SignTies* ties) {
+  std::string rule;
+  GC_CHECK(config.getString(param::Id::SIGN_TIES, &rule));
+  ties->hash = rule == "hash";
+  ties->seed = device::streamSeed(0, call, 0, 3);
+  return Status::Ok();
+}
+
 Status readBlock(const param::Overrides& config, size_t* block) {
   int64_t v = 0;
   GC_CHECK(readInt(config, param::Id::SIGN_BLOCK, &v));
@@ -104,6 +116,7 @@ class Sign final : public QuantAlgorithm {
   Status configure(const param::Overrides& config, int nranks, FramePlan* plan) override {
     GC_CHECK(readEf(config, &ef_));
     GC_CHECK(readBlock(config, &block_));
+    config_ = &config;
     *plan = {ef_, double(nranks)};
     return Status::Ok();
   }
@@ -113,8 +126,10 @@ class Sign final : public QuantAlgorithm {
     device::Backend& dev = ctx.dev;
     const size_t n = args.count, block = block_, blocks = blockCount(n, block);
     const int P = ctx.net.size(), r = ctx.net.rank();
+    device::SignTies ties;
+    GC_CHECK(readTies(*config_, st.call, &ties));
     device::HostArray<uint8_t>& decisions = ws_.bytes;
-    GC_CHECK(ring(ctx, st.acc, n, &decisions));
+    GC_CHECK(ring(ctx, st.acc, n, ties, &decisions));
     for (int c = 0; c < P; ++c) {  // out = d, from the decisions in host memory
       const ChunkRange ch = chunkRange(n, P, c, 1);
       GC_CHECK(dev.signExpand(decisions.data() + offsets_[c], ch.size, 1.0f, -1.0f,
@@ -166,7 +181,8 @@ class Sign final : public QuantAlgorithm {
   // (chunk c at offsets_[c]). Counts travel in host memory; the votes of a
   // chunk are packed from acc on the device and added to the arriving
   // counts there; one sync per step before the counts move on.
-  Status ring(Context& ctx, const float* acc, size_t n, device::HostArray<uint8_t>* decisions) {
+  Status ring(Context& ctx, const float* acc, size_t n, const device::SignTies& ties,
+              device::HostArray<uint8_t>* decisions) {
     device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), r = ctx.net.rank();
     const int next = mod(r + 1, P), prev = mod(r - 1, P);
@@ -201,7 +217,7 @@ class Sign final : public QuantAlgorithm {
     offsets_.assign(P + 1, 0);
     for (int c = 0; c < P; ++c) offsets_[c + 1] = offsets_[c] + device::packedBytes(range(c).size, 1);
     decisions->resize(offsets_[P]);
-    GC_CHECK(dev.signMajority(cur->data(), countBits(P), range(r).size, P,
+    GC_CHECK(dev.signMajority(cur->data(), countBits(P), range(r).size, P, ties, range(r).begin,
                               decisions->data() + offsets_[r]));
     GC_CHECK(dev.sync());
     for (int s = 0; s < P - 1; ++s) {
@@ -217,6 +233,7 @@ class Sign final : public QuantAlgorithm {
   }
 
   bool ef_ = false;
+  const param::Overrides* config_ = nullptr;  // this call's (configure)
   std::vector<size_t> offsets_;
   size_t block_ = 1024;
   device::HostArray<float> shares_, scales_;  // [rank][block]; [block]
@@ -233,19 +250,23 @@ class SignReference final : public QuantReference {
  private:
   Status loadConfig(const param::Overrides& config) override {
     GC_CHECK(readEf(config, &ef_));
+    config_ = config;
     return readBlock(config, &block_);
   }
   FramePlan plan(int nranks) const override { return {ef_, double(nranks)}; }
   Status step(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
-              const std::vector<device::AbsStats>&, uint64_t, std::vector<float>* out,
+              const std::vector<device::AbsStats>&, uint64_t call, std::vector<float>* out,
               std::vector<std::vector<float>>* contribution, double*) override {
     const int P = int(acc.size());
     const size_t n = args.count, block = block_, blocks = blockCount(n, block);
+    device::SignTies ties;
+    GC_CHECK(readTies(config_, call, &ties));
     std::vector<float> d(n);
     for (size_t i = 0; i < n; ++i) {
       int positive = 0;
       for (int r = 0; r < P; ++r) positive += acc[r][i] > 0.0f ? 1 : 0;
-      d[i] = 2 * positive > P ? 1.0f : -1.0f;
+      const bool up = 2 * positive > P || (2 * positive == P && device::signTieUp(ties, i));
+      d[i] = up ? 1.0f : -1.0f;
     }
     device::Backend& cpu = device::cpuBackend();
     std::vector<float> shares(size_t(P) * blocks), scales(blocks);
@@ -265,6 +286,7 @@ class SignReference final : public QuantReference {
 
   bool ef_ = true;
   size_t block_ = 1024;
+  param::Overrides config_;
 };
 
 }  // namespace
@@ -279,7 +301,7 @@ GC_REGISTER_ALGORITHM(
            "all-reducible signSGD: ring reduce-scatter of vote counts (growing bit widths), "
            "majority at the owner, 1-bit allgather; output +-S, S the projection of the "
            "exact result onto the decisions",
-           {param::Id::SIGN_EF, param::Id::SIGN_BLOCK},
+           {param::Id::SIGN_EF, param::Id::SIGN_BLOCK, param::Id::SIGN_TIES},
            [] { return std::unique_ptr<Algorithm>(new Sign()); },
            [](int nranks) { return registryReference<SignReference>(nranks, kName); }});
 

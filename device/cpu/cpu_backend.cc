@@ -250,8 +250,8 @@ class CpuBackend final : public Backend {
     return cpu::signCountAdd(countsIn, inBits, maxIn, signBits, n, countsOut, outBits, source);
   }
   Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
-                      uint8_t* decision) override {
-    return cpu::signMajority(counts, bits, n, nranks, decision);
+                      const SignTies& ties, uint64_t indexBase, uint8_t* decision) override {
+    return cpu::signMajority(counts, bits, n, nranks, ties, indexBase, decision);
   }
   Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
                     int source) override {

@@ -575,11 +575,11 @@ class CpuDeviceBackend final : public Backend {
     });
   }
   Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
-                      uint8_t* decision) override {
+                      const SignTies& ties, uint64_t indexBase, uint8_t* decision) override {
     return defer("signMajority", [=]() -> Status {
       GC_CHECK(arg("signMajority", "counts", counts, packedBytes(n, bits), Access::Read));
       GC_CHECK(arg("signMajority", "decision", decision, packedBytes(n, 1), Access::Write));
-      return cpu().signMajority(counts, bits, n, nranks, decision);
+      return cpu().signMajority(counts, bits, n, nranks, ties, indexBase, decision);
     });
   }
   Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,

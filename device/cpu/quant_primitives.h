@@ -36,7 +36,8 @@ float rbfDecodeOne(uint32_t word, const RbfSpec& spec);
 Status signPack(const float* src, size_t n, uint8_t* bits);
 Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_t* signBits,
                     size_t n, uint8_t* countsOut, int outBits, int source);
-Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks, uint8_t* decision);
+Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks, const SignTies& ties,
+                    uint64_t indexBase, uint8_t* decision);
 Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst, int source);
 // Lanes of blockDot's fixed summation order (device/backend.h).
 constexpr size_t kBlockDotLanes = 256;

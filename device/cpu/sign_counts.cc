@@ -52,7 +52,8 @@ Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_
   return Status::Ok();
 }
 
-Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks, uint8_t* decision) {
+Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks, const SignTies& ties,
+                    uint64_t indexBase, uint8_t* decision) {
   GC_CHECK(checkWidth(bits, "signMajority"));
   GC_REQUIRE(paddingClear(counts, n, bits), Err::RemoteError,
              "sign counts: padding bits after %zu counts are set (corrupt payload)", n);
@@ -61,7 +62,10 @@ Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks, uint8
     const uint32_t c = getBits(counts, i, bits);
     GC_REQUIRE(c <= uint32_t(nranks), Err::RemoteError,
                "sign counts: element %zu has count %u of %d ranks", i, c, nranks);
-    decision[i / 8] |= uint8_t(uint32_t(2 * uint64_t(c) > uint64_t(nranks)) << (i % 8));
+    const uint64_t twice = 2 * uint64_t(c);
+    const bool up = twice > uint64_t(nranks) ||
+                    (twice == uint64_t(nranks) && signTieUp(ties, indexBase + i));
+    decision[i / 8] |= uint8_t(uint32_t(up) << (i % 8));
   }
   return Status::Ok();
 }

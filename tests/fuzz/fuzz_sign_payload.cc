@@ -43,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The counts as a final, all-rank count.
   std::vector<uint8_t> decision(device::packedBytes(n, 1));
-  s = dev.signMajority(counts.data(), inBits, n, nranks, decision.data());
+  s = dev.signMajority(counts.data(), inBits, n, nranks, gradcomp::device::SignTies{true, 7}, 0,
+                       decision.data());
   if (s.ok()) {
     for (size_t i = 0; i < n; ++i)
       FUZZ_CHECK(field(decision.data(), i, 1) == (2 * field(counts.data(), i, inBits) > uint32_t(nranks)));
