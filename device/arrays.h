@@ -7,7 +7,9 @@
 //   are undefined until a primitive writes them.
 // - HostArray<T>: host memory for payloads and control words (pinned on a
 //   GPU): host code reads and writes it like a vector, once the primitives
-//   that write it have completed (Backend::sync).
+//   that write it have completed (Backend::sync). Growing keeps the old
+//   elements; new ones are undefined too (payloads are written whole by
+//   their encoder or a receive: zero-filling them cost the host a pass).
 //
 // Both are bound to one backend (the space never changes under a buffer);
 // bind() moves an array kept across calls to the backend of the call,
@@ -88,11 +90,9 @@ class Array {
     cap_ = want;
     n_ = kept;
   }
-  // Elements [0, min(size, n)) are kept; new ones are undefined (device) or
-  // value-initialized (host).
+  // Elements [0, min(size, n)) are kept; new ones are undefined.
   void resize(size_t n) {
     reserve(n);
-    if (Host && n > n_) std::memset(static_cast<void*>(p_ + n_), 0, (n - n_) * sizeof(T));
     n_ = n;
   }
   void clear() { n_ = 0; }
