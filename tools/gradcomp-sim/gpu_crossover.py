@@ -11,6 +11,8 @@ gpu_model*.json) and prints a markdown table per algorithm and P:
   res - pers   resident minus persistent call time at each rate, ms (what the
                launches and syncs add to the critical path, net of the
                persistent kernel's barriers and flag waits)
+  *            the replay's count has another schedule shape than the full
+               count (JSON "aligned": false)
 
 usage: gpu_crossover.py FILE.json [FILE.json ...]
 """
@@ -41,7 +43,8 @@ def main(paths):
             res = key.get((a, P, "resident", rates[0]))
             if res is None:
                 continue
-            line = f"| {a} | {P} | {res['launch_ms'] + res['sync_ms']:.3g} |"
+            mark = "" if res.get("aligned", True) else "*"
+            line = f"| {a} | {P}{mark} | {res['launch_ms'] + res['sync_ms']:.3g} |"
             line += "".join(f" {res['wire_bytes_max'] * 8 / (g * 1e9) * 1e3:.3g} |" for g in rates)
             for g in rates:
                 r, p = key.get((a, P, "resident", g)), key.get((a, P, "persistent", g))
