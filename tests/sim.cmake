@@ -1,4 +1,6 @@
 # gradcomp-sim's tests link the simulator library.
-if(TARGET test_sim)
-  target_link_libraries(test_sim PRIVATE gradcomp_sim_core)
-endif()
+foreach(t test_sim test_sim_gpu)
+  if(TARGET ${t})
+    target_link_libraries(${t} PRIVATE gradcomp_sim_core)
+  endif()
+endforeach()

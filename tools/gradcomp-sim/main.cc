@@ -10,6 +10,10 @@
 // row is --count halved until P ranks fit --mem-budget (rankBytes: about eight
 // fp32 buffers per rank, plus topka's gathered blocks), rounded down to a
 // multiple of 1024; the JSON and table say which count each row used.
+//
+// --gpu-model DESIGNS prices the same schedules on a modeled GPU node
+// (gpu_model.h, gpu_table.h): per-call time of each design at every P and
+// every --gbps rate (a list), beside NCCL's ring (docs/results/gpu_model.md).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,16 +23,19 @@
 #include "algorithms/algorithm.h"
 #include "common/log.h"
 #include "tools/gradcomp-sim/formulas.h"
+#include "tools/gradcomp-sim/gpu_table.h"
 #include "tools/gradcomp-sim/sim_run.h"
 
 namespace gradcomp::sim {
 namespace {
 
 struct Flags {
+  bool gpu = false;  // --gpu-model
   std::vector<std::string> algos;
   std::vector<int> ranks{4, 8, 16};
   uint64_t count = 1 << 20, memBudget = uint64_t(6) << 30;
-  double gbps = 10, alphaUs = 0, computeScale = 0, hostNsPerByte = 0;
+  std::vector<double> gbps{10};
+  double alphaUs = 0, computeScale = 0, hostNsPerByte = 0;
   std::string jsonPath;
   SimJob job;  // algorithm parameters, iterations, inputs
 };
@@ -40,10 +47,35 @@ const char* kUsage =
     "  [--density D] [--param NAME=VALUE]... [--warmup W] [--iters N] [--seed S]\n"
     "  [--input gradient|uniform|integer|onehot|ones] [--stack BYTES] [--timeout-s T]\n"
     "  [--json PATH]\n"
+    "  [--gpu-model staged,resident,persistent|all] [--gpu-hbm-gbs B] [--gpu-pcie-gbs B]\n"
+    "  [--gpu-mapped-gbs B] [--gpu-host-gbs B] [--gpu-launch-us T] [--gpu-sync-us T]\n"
+    "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K]\n"
     "Time model: alpha per message, 1/(gbps*1e9/8) s per byte, one send and one\n"
     "receive at a time per NIC; --compute-scale charges thread CPU time (0: free);\n"
     "--host-ns-per-byte charges the network stack's CPU per byte sent and received\n"
-    "(times max(1, compute scale)).\n";
+    "(times max(1, compute scale)).\n"
+    "--gpu-model: one GPU per node (defaults H100 + PCIe Gen5): each rank's primitives\n"
+    "are priced from the bytes their arguments span (HBM, PCIe DMA / mapped access,\n"
+    "host loops) with a launch floor and the host syncs of each design: staged (v1:\n"
+    "mapped buffers, a sync per primitive, host loops), resident (one stream, a sync\n"
+    "per round), persistent (one kernel per call, flag waits); ms per call for every\n"
+    "--ranks x --gbps (a list), beside NCCL's ring. --count is the count reported; a\n"
+    "replay runs count/m elements (--mem-budget) and scales bytes by m. The compute\n"
+    "scale then charges only the host code outside primitives.\n";
+
+// The GpuConstants field a --gpu-* flag sets; nullptr for other flags.
+double* gpuConstant(const std::string& flag, GpuConstants* c) {
+  if (flag == "--gpu-hbm-gbs") return &c->hbmGBs;
+  if (flag == "--gpu-pcie-gbs") return &c->pcieGBs;
+  if (flag == "--gpu-mapped-gbs") return &c->mappedGBs;
+  if (flag == "--gpu-host-gbs") return &c->hostGBs;
+  if (flag == "--gpu-launch-us") return &c->launchUs;
+  if (flag == "--gpu-sync-us") return &c->syncUs;
+  if (flag == "--gpu-flag-us") return &c->flagUs;
+  if (flag == "--gpu-step-us") return &c->stepUs;
+  if (flag == "--gpu-select-passes") return &c->selectPasses;
+  return nullptr;
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -117,7 +149,20 @@ Status parseFlags(int argc, char** argv, Flags* f) {
       GC_CHECK(param::parseSize(v, flag, &u));
       f->job.stackBytes = u;
     } else if (flag == "--gbps") {
-      GC_CHECK(parseDouble(flag, v, 1e-6, &f->gbps));
+      f->gbps.clear();
+      for (const std::string& part : split(v, ',')) {
+        GC_CHECK(parseDouble(flag, part, 1e-6, &d));
+        f->gbps.push_back(d);
+      }
+    } else if (flag == "--gpu-model") {
+      f->gpu = true;
+      GC_CHECK(parseGpuDesigns(v, &f->job.gpu.designs));
+    } else if (gpuConstant(flag, &f->job.gpu.constants)) {
+      // Bandwidths > 0, times >= 0, passes >= 1.
+      const double lo = flag == "--gpu-select-passes" ? 1
+                        : flag.size() > 4 && flag.compare(flag.size() - 4, 4, "-gbs") == 0 ? 1e-9
+                                                                                            : 0;
+      GC_CHECK(parseDouble(flag, v, lo, gpuConstant(flag, &f->job.gpu.constants)));
     } else if (flag == "--alpha-us") {
       GC_CHECK(parseDouble(flag, v, 0, &f->alphaUs));
     } else if (flag == "--compute-scale") {
@@ -149,6 +194,8 @@ Status parseFlags(int argc, char** argv, Flags* f) {
     }
   }
   if (f->algos.empty()) f->algos = {"dense", "topka", "oktopk"};
+  GC_REQUIRE(f->gpu || f->gbps.size() == 1, Err::InvalidArgument,
+             "--gbps: a list of rates needs --gpu-model");
   return Status::Ok();
 }
 
@@ -192,7 +239,7 @@ void writeJson(const Flags& f, const std::vector<Row>& rows) {
   std::fprintf(out, "{\"tool\": \"gradcomp-sim\", \"gbps\": %g, \"alpha_us\": %g, "
                "\"compute_scale\": %g, \"host_ns_per_byte\": %g, \"warmup\": %d, \"iters\": %d, "
                "\"seed\": %llu,\n \"rows\": [\n",
-               f.gbps, f.alphaUs, f.computeScale, f.hostNsPerByte, f.job.warmup, f.job.iters,
+               f.gbps[0], f.alphaUs, f.computeScale, f.hostNsPerByte, f.job.warmup, f.job.iters,
                (unsigned long long)f.job.seed);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
@@ -218,11 +265,22 @@ int run(int argc, char** argv) {
   double density = 0.01;
   (void)f.job.config.getDouble(param::Id::DENSITY, &density);
   f.job.model.alphaS = f.alphaUs * 1e-6;
-  f.job.model.betaSPerByte = 8.0 / (f.gbps * 1e9);
+  f.job.model.betaSPerByte = 8.0 / (f.gbps[0] * 1e9);
   f.job.model.computeScale = f.computeScale;
   f.job.model.hostSPerByte = f.hostNsPerByte * 1e-9;
+  if (f.gpu) {
+    GpuTableSpec spec;
+    spec.algos = f.algos;
+    spec.ranks = f.ranks;
+    spec.count = f.count;
+    spec.memBudget = f.memBudget;
+    spec.base = f.job;
+    spec.base.gpu.gbps = f.gbps;
+    spec.jsonPath = f.jsonPath;
+    return runGpuTable(spec);
+  }
   std::printf("# gradcomp-sim: %.3g Gbit/s, alpha %.3g us, compute scale %g, %d warm-up + %d "
-              "timed calls, seed %llu\n", f.gbps, f.alphaUs, f.computeScale, f.job.warmup,
+              "timed calls, seed %llu\n", f.gbps[0], f.alphaUs, f.computeScale, f.job.warmup,
               f.job.iters, (unsigned long long)f.job.seed);
   std::printf("%-8s %5s %9s %7s %11s %13s %13s %13s %9s %13s %7s %8s\n", "algo", "P", "count",
               "k", "time_ms", "sent_max", "sent_mean", "recv_max", "msgs_max", "table_hi+fr",

@@ -11,13 +11,16 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/error_feedback.h"
 #include "device/backend.h"
+#include "tools/gradcomp-sim/payload_framing.h"
 
 namespace gradcomp::sim {
 namespace {
 
 // What one rank measured per timed call.
 struct RankLog {
-  std::vector<double> time, sent, recv, msgs;
+  std::vector<double> time, sent, recv, msgs, charged;
+  std::vector<std::vector<double>> scenarioTime;  // per timed call
+  std::vector<GpuCallStats> gpu;                  // per design, summed over timed calls
   Status status;
 };
 
@@ -28,9 +31,23 @@ struct RankTask {
   RankLog* log;
 };
 
+std::unique_ptr<GpuModel> gpuModelFor(const SimJob& job, SimTransport& net) {
+  if (!job.gpu.enabled) return nullptr;
+  GpuModelOptions o;
+  o.c = job.gpu.constants;
+  for (GpuDesign d : job.gpu.designs)
+    for (size_t j = 0; j < job.gpu.gbps.size(); ++j) o.scenarioDesign.push_back(d);
+  o.scale = job.gpu.scale;
+  o.stagedHostBytesPerElement = stagedHostPassBytes(job.algo);
+  o.excludeCpu = job.model.computeScale > 0;
+  return makeGpuModel(net, o);
+}
+
 Status runRank(const RankTask& t) {
   const SimJob& job = *t.job;
   const int rank = t.net->rank();
+  std::unique_ptr<GpuModel> model = gpuModelFor(job, *t.net);
+  device::Backend& dev = model ? static_cast<device::Backend&>(*model) : device::cpuBackend();
   std::unique_ptr<algo::Algorithm> alg = t.info->create();
   std::unique_ptr<algo::ErrorFeedbackStore> ef;
   GC_CHECK(algo::ErrorFeedbackStore::create(job.config, &ef));
@@ -38,7 +55,7 @@ Status runRank(const RankTask& t) {
   const bench::InputSpec spec{job.input, job.seed, job.ranks};
   for (int c = 0; c < job.warmup + job.iters; ++c) {
     GC_CHECK(bench::fillInput(spec, rank, uint64_t(c), DataType::Float32, in.data(), job.count));
-    algo::Context ctx{*t.net, device::cpuBackend(), job.config, uint64_t(c)};
+    algo::Context ctx{*t.net, dev, job.config, uint64_t(c)};
     ctx.errorFeedback = ef.get();
     algo::AllreduceArgs args;
     args.sendBuf = in.data();
@@ -47,9 +64,18 @@ Status runRank(const RankTask& t) {
     args.bufferKey = 7;
     t.net->resetCounters();
     t.net->beginCall();
+    if (model) model->beginCall(job.count, DataType::Float32);
     GC_CHECK(alg->allreduce(ctx, args));
-    const double clock = t.net->endCall();
+    if (model) model->endCall();
+    const std::vector<double> clocks = t.net->endCallAll();
+    const double clock = clocks[0];
+    const std::vector<GpuCallStats> gpu =
+        model ? model->takeCallStats() : std::vector<GpuCallStats>();
     if (c < job.warmup) continue;
+    t.log->scenarioTime.push_back(clocks);
+    t.log->charged.push_back(t.net->chargedBytesSent());
+    if (t.log->gpu.empty()) t.log->gpu.resize(gpu.size());
+    for (size_t d = 0; d < gpu.size(); ++d) t.log->gpu[d] += gpu[d];
     const transport::PeerCounters total = t.net->totalCounters();
     t.log->time.push_back(clock);
     t.log->sent.push_back(double(total.bytesSent));
@@ -84,7 +110,24 @@ Status runSim(const SimJob& requested, SimResult* out) {
   GC_REQUIRE(job.iters >= 1 && job.warmup >= 0, Err::InvalidArgument,
              "iters %d / warmup %d: need iters >= 1, warmup >= 0", job.iters, job.warmup);
   const auto t0 = std::chrono::steady_clock::now();
-  auto nets = createSimTransports(job.ranks, job.model, job.timeoutS);
+  std::vector<CostModel> models{job.model};
+  if (job.gpu.enabled) {
+    GC_REQUIRE(!job.gpu.designs.empty() && !job.gpu.gbps.empty() && job.gpu.scale > 0,
+               Err::InvalidArgument, "gpu model: needs designs, link rates and a scale > 0");
+    GC_REQUIRE(job.gpu.designs.size() * job.gpu.gbps.size() <= kMaxScenarios,
+               Err::InvalidArgument, "gpu model: %zu designs x %zu link rates exceed %zu scenarios",
+               job.gpu.designs.size(), job.gpu.gbps.size(), kMaxScenarios);
+    models.clear();
+    for (size_t i = 0; i < job.gpu.designs.size(); ++i)
+      for (double gbps : job.gpu.gbps) {
+        CostModel m = job.model;
+        m.betaSPerByte = 8.0 / (gbps * 1e9);
+        m.payloadScale = job.gpu.scale;
+        m.framing = payloadFraming;
+        models.push_back(m);
+      }
+  }
+  auto nets = createSimTransports(job.ranks, models, job.timeoutS);
   std::vector<RankLog> logs(job.ranks);
   std::vector<RankTask> tasks(job.ranks);
   std::vector<pthread_t> threads(job.ranks);
@@ -124,9 +167,23 @@ Status runSim(const SimJob& requested, SimResult* out) {
     for (double x : v) s += x;
     return s / double(v.size());
   };
+  res.scenarioTimeS.assign(models.size(), 0.0);
+  for (size_t s = 0; s < models.size(); ++s)
+    for (int c = 0; c < job.iters; ++c) {
+      double tmax = 0;
+      for (int r = 0; r < job.ranks; ++r) tmax = std::max(tmax, logs[r].scenarioTime[c][s]);
+      res.scenarioTimeS[s] += tmax / job.iters;
+    }
+  if (job.gpu.enabled) {
+    res.gpuStats.assign(kGpuDesigns, GpuCallStats{});
+    for (int r = 0; r < job.ranks; ++r)
+      for (int d = 0; d < kGpuDesigns; ++d)
+        res.gpuStats[d] += logs[r].gpu[d].scaled(1.0 / (double(job.ranks) * job.iters));
+  }
   for (int r = 0; r < job.ranks; ++r) {
     const double sent = mean(logs[r].sent), msgs = mean(logs[r].msgs);
     res.sentMax = std::max(res.sentMax, sent);
+    res.chargedSentMax = std::max(res.chargedSentMax, mean(logs[r].charged));
     res.sentMean += sent / job.ranks;
     res.recvMax = std::max(res.recvMax, mean(logs[r].recv));
     res.msgsMax = std::max(res.msgsMax, msgs);

@@ -8,15 +8,24 @@
 // input, starts its virtual clock at 0 (all ranks begin together) and runs the
 // allreduce. Per timed call: time = max over ranks of the final clock; bytes /
 // messages = what each rank sent (payload bytes, the transport's counters).
+//
+// With gpu.enabled (gradcomp-sim --gpu-model, gpu_model.h) every rank's
+// primitives go through a GpuModel and the transport times one scenario per
+// (design, link rate): scenario i * gpu.gbps.size() + j is gpu.designs[i] at
+// gpu.gbps[j] (model.betaSPerByte is not used; alpha, compute scale and host
+// overhead are). With gpu.scale s the run prices count * s elements: every
+// primitive's bytes and every message's payload times s (payload_framing.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/param.h"
 #include "common/status.h"
 #include "tools/gradcomp-bench/inputs.h"
+#include "tools/gradcomp-sim/gpu_model.h"
 #include "tools/gradcomp-sim/sim_transport.h"
 
 namespace gradcomp::sim {
@@ -32,6 +41,13 @@ struct SimJob {
   uint64_t seed = 1;
   size_t stackBytes = 512 << 10;  // per rank thread
   double timeoutS = 600;          // wall time a rank may wait for one message
+  struct Gpu {
+    bool enabled = false;
+    GpuConstants constants;
+    std::vector<GpuDesign> designs;
+    std::vector<double> gbps;
+    double scale = 1;
+  } gpu;
 };
 
 struct SimResult {
@@ -41,6 +57,12 @@ struct SimResult {
   double recvMax = 0;                     // bytes received by the busiest rank
   double msgsMax = 0, msgsMean = 0;       // messages sent per rank
   double wallS = 0;                       // wall time of the whole job
+  // gpu.enabled: per scenario, max over ranks of the virtual time (mean over
+  // timed calls); per GpuDesign, the primitives' costs (mean over ranks and
+  // timed calls).
+  std::vector<double> scenarioTimeS;
+  std::vector<GpuCallStats> gpuStats;
+  double chargedSentMax = 0;  // bytes sent per rank as charged (payload scaling)
 };
 
 // What the simulator changes in a job before running it: wagma runs its

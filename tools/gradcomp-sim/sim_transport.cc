@@ -5,8 +5,10 @@
 #include "tools/gradcomp-sim/sim_transport.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
@@ -25,6 +27,9 @@ using transport::kTagBits;
 using transport::kTagMask;
 using transport::PeerCounters;
 
+// Per-scenario times of a message (inline: millions of messages at P = 1024).
+using ScenarioTimes = std::array<double, kMaxScenarios>;
+
 struct Request {
   bool isSend = false;
   int peer = -1;
@@ -33,7 +38,8 @@ struct Request {
   size_t capacity = 0;  // receive capacity
   bool done = false;    // receive: matched (guarded by the receiver's mutex)
   size_t length = 0;
-  double at = 0;        // send: NIC done; receive: earliest arrival
+  size_t charged = 0;   // receive: bytes the model charges (payload scaling)
+  ScenarioTimes at;     // send: NIC done; receive: earliest arrival
   bool awaited = false;  // receive: counted in the receiver's Endpoint::awaiting
   Status status;        // capacity error found by the sender
 };
@@ -41,7 +47,8 @@ using RequestPtr = std::shared_ptr<Request>;
 
 struct Message {
   std::vector<uint8_t> data;
-  double arrive = 0;
+  ScenarioTimes arrive;
+  size_t charged = 0;
 };
 
 struct Mailbox {
@@ -104,33 +111,57 @@ namespace {
 
 class SimEndpoint final : public SimTransport {
  public:
-  SimEndpoint(std::shared_ptr<SimFabric> fabric, int rank, const CostModel& model, double timeoutS)
-      : fabric_(std::move(fabric)), rank_(rank), model_(model), timeoutS_(timeoutS),
-        counters_(fabric_->endpoints.size()) {}
+  SimEndpoint(std::shared_ptr<SimFabric> fabric, int rank, const std::vector<CostModel>& models,
+              double timeoutS)
+      : fabric_(std::move(fabric)), rank_(rank), models_(models), timeoutS_(timeoutS),
+        clock_(models.size(), 0.0), sendFree_(models.size(), 0.0),
+        recvFree_(models.size(), 0.0), counters_(fabric_->endpoints.size()) {}
 
   int rank() const override { return rank_; }
   int size() const override { return int(fabric_->endpoints.size()); }
 
-  double hostCost() const { return model_.hostSPerByte * std::max(1.0, model_.computeScale); }
+  double hostCost(int s) const {
+    return models_[s].hostSPerByte * std::max(1.0, models_[s].computeScale);
+  }
 
   void beginCall() override {
-    clock_ = sendFree_ = recvFree_ = 0;
-    if (model_.computeScale > 0) cpuMark_ = threadCpuSeconds();
+    for (int s = 0; s < scenarios(); ++s) clock_[s] = sendFree_[s] = recvFree_[s] = 0;
+    if (timed()) cpuMark_ = threadCpuSeconds();
   }
   double endCall() override {
     chargeCompute();
-    return clock_;
+    return clock_[0];
   }
   void abortAll(const Status& why) override { fabric_->abort(rank_, why); }
+
+  int scenarios() const override { return int(models_.size()); }
+  double clockOf(int s) override {
+    chargeCompute();
+    return clock_[s];
+  }
+  void advanceTo(int s, double t) override { clock_[s] = std::max(clock_[s], t); }
+  std::vector<double> endCallAll() override {
+    chargeCompute();
+    return clock_;
+  }
+  void excludeCpu(double seconds) override { cpuMark_ += seconds; }
+  double chargedBytesSent() const override { return chargedSent_; }
 
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) override {
     GC_CHECK(checkArgs(peer, buf, bytes, out, "isend"));
     chargeCompute();
     tag &= kTagMask;
-    clock_ += double(bytes) * hostCost();  // the stack copies the bytes out first
-    const double start = std::max(clock_, sendFree_);
-    sendFree_ = start + double(bytes) * model_.betaSPerByte;
-    const double arrive = sendFree_ + model_.alphaS;
+    const size_t charged = chargedBytes(buf, bytes);
+    chargedSent_ += double(charged);
+    ScenarioTimes arrive{}, nicDone{};
+    for (int s = 0; s < scenarios(); ++s) {
+      const CostModel& m = models_[s];
+      clock_[s] += double(charged) * hostCost(s);  // the stack copies the bytes out first
+      const double start = std::max(clock_[s], sendFree_[s]);
+      sendFree_[s] = start + double(charged) * m.betaSPerByte;
+      nicDone[s] = sendFree_[s];
+      arrive[s] = sendFree_[s] + m.alphaS;
+    }
     Endpoint& dst = *fabric_->endpoints[peer];
     {
       std::lock_guard<std::mutex> lock(dst.mu);
@@ -144,6 +175,7 @@ class SimEndpoint final : public SimTransport {
         else if (bytes)
           std::memcpy(recv->buf, buf, bytes);
         recv->length = bytes;
+        recv->charged = charged;
         recv->at = arrive;
         recv->done = true;
         // A futex wake per message (P - 1 of them into a rank waiting for
@@ -151,7 +183,8 @@ class SimEndpoint final : public SimTransport {
         if (recv->awaited && --dst.awaiting == 0) dst.cv.notify_one();
       } else {
         const auto* p = static_cast<const uint8_t*>(buf);
-        dst.boxes[boxKey(rank_, tag)].unmatched.push_back(Message{{p, p + bytes}, arrive});
+        dst.boxes[boxKey(rank_, tag)].unmatched.push_back(
+            Message{{p, p + bytes}, arrive, charged});
       }
     }
     auto req = std::make_shared<Request>();
@@ -159,7 +192,7 @@ class SimEndpoint final : public SimTransport {
     req->peer = peer;
     req->tag = tag;
     req->length = bytes;
-    req->at = sendFree_;
+    req->at = nicDone;
     req->done = true;
     *out = insert(std::move(req));
     markCompute();
@@ -185,6 +218,7 @@ class SimEndpoint final : public SimTransport {
         else if (!msg.data.empty())
           std::memcpy(buf, msg.data.data(), msg.data.size());
         req->length = msg.data.size();
+        req->charged = msg.charged;
         req->at = msg.arrive;
         req->done = true;
         box.unmatched.pop_front();
@@ -230,29 +264,35 @@ class SimEndpoint final : public SimTransport {
     }
     Status s = block(reqs);
     if (!s.ok()) return fail(s, handles, n);
-    // Receives through the receive NIC in order of arrival; sends are done
-    // when their NIC finished.
+    // Per scenario: receives through the receive NIC in order of arrival;
+    // sends are done when their NIC finished.
     std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return reqs[a]->at < reqs[b]->at; });
-    double done = clock_, cpu = clock_;
-    for (size_t i : order) {
-      Request& r = *reqs[i];
-      if (r.isSend) {
-        done = std::max(done, r.at);
-      } else {
-        recvFree_ = std::max(r.at, recvFree_ + double(r.length) * model_.betaSPerByte);
-        cpu = std::max(cpu, recvFree_) + double(r.length) * hostCost();  // copy-out, in order
-        done = std::max(done, cpu);
+    for (int s = 0; s < scenarios(); ++s) {
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return reqs[a]->at[s] < reqs[b]->at[s]; });
+      double done = clock_[s], cpu = clock_[s];
+      for (size_t i : order) {
+        const Request& r = *reqs[i];
+        if (r.isSend) {
+          done = std::max(done, r.at[s]);
+        } else {
+          const double b = double(r.charged);
+          recvFree_[s] = std::max(r.at[s], recvFree_[s] + b * models_[s].betaSPerByte);
+          cpu = std::max(cpu, recvFree_[s]) + b * hostCost(s);  // copy-out, in order
+          done = std::max(done, cpu);
+        }
       }
+      clock_[s] = done;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      Request& r = *reqs[i];
       PeerCounters& c = counters_[r.peer];
       (r.isSend ? c.bytesSent : c.bytesRecv) += r.length;
       (r.isSend ? c.msgsSent : c.msgsRecv) += 1;
       if (bytes) bytes[i] = r.length;
       requests_.erase(handles[i]);
     }
-    clock_ = done;
     markCompute();
     return Status::Ok();
   }
@@ -268,6 +308,7 @@ class SimEndpoint final : public SimTransport {
     return peer >= 0 && peer < size() ? counters_[peer] : PeerCounters{};
   }
   void resetCounters() override {
+    chargedSent_ = 0;
     for (auto& c : counters_) c = PeerCounters{};
   }
 
@@ -356,20 +397,37 @@ class SimEndpoint final : public SimTransport {
     return h;
   }
 
+  // Bytes a message of `bytes` is charged as (payload scaling).
+  size_t chargedBytes(const void* buf, size_t bytes) const {
+    const CostModel& m = models_[0];  // scaling is the same in every scenario
+    if (m.payloadScale == 1.0 || bytes == 0) return bytes;
+    const size_t f = m.framing ? std::min(bytes, m.framing(static_cast<const uint8_t*>(buf), bytes))
+                               : 0;
+    return f + size_t(std::llround(double(bytes - f) * m.payloadScale));
+  }
+  bool timed() const {
+    for (const CostModel& m : models_)
+      if (m.computeScale > 0) return true;
+    return false;
+  }
   void chargeCompute() {
-    if (model_.computeScale <= 0) return;
-    clock_ += (threadCpuSeconds() - cpuMark_) * model_.computeScale;
+    if (!timed()) return;
+    const double now = threadCpuSeconds();
+    for (int s = 0; s < scenarios(); ++s)
+      clock_[s] += std::max(0.0, now - cpuMark_) * models_[s].computeScale;
+    cpuMark_ = now;
   }
   void markCompute() {
-    if (model_.computeScale > 0) cpuMark_ = threadCpuSeconds();
+    if (timed()) cpuMark_ = threadCpuSeconds();
   }
 
   std::shared_ptr<SimFabric> fabric_;
   const int rank_;
-  const CostModel model_;
+  const std::vector<CostModel> models_;
   const double timeoutS_;
   Status broken_;
-  double clock_ = 0, sendFree_ = 0, recvFree_ = 0, cpuMark_ = 0;
+  std::vector<double> clock_, sendFree_, recvFree_;  // per scenario
+  double cpuMark_ = 0, chargedSent_ = 0;
   Handle nextHandle_ = 1;
   std::unordered_map<Handle, RequestPtr> requests_;
   std::vector<PeerCounters> counters_;
@@ -377,14 +435,19 @@ class SimEndpoint final : public SimTransport {
 
 }  // namespace
 
-std::vector<std::unique_ptr<SimTransport>> createSimTransports(int size, const CostModel& model,
-                                                               double timeoutS) {
+std::vector<std::unique_ptr<SimTransport>> createSimTransports(
+    int size, const std::vector<CostModel>& models, double timeoutS) {
   std::vector<std::unique_ptr<SimTransport>> out;
-  if (size <= 0) return out;
+  if (size <= 0 || models.empty() || models.size() > kMaxScenarios) return out;
   auto fabric = std::make_shared<SimFabric>(size);
   for (int r = 0; r < size; ++r)
-    out.push_back(std::make_unique<SimEndpoint>(fabric, r, model, timeoutS));
+    out.push_back(std::make_unique<SimEndpoint>(fabric, r, models, timeoutS));
   return out;
+}
+
+std::vector<std::unique_ptr<SimTransport>> createSimTransports(int size, const CostModel& model,
+                                                               double timeoutS) {
+  return createSimTransports(size, std::vector<CostModel>{model}, timeoutS);
 }
 
 }  // namespace gradcomp::sim

@@ -18,6 +18,17 @@
 // copied out one after another, each b * o after its NIC finished
 // (o = hostSPerByte * max(1, computeScale)).
 //
+// Scenarios: a fabric may be created with several cost models; every rank
+// then keeps one clock (and NIC state) per model, and the same messages are
+// timed under each, so one run of the schedule prices several link rates or
+// device models (gradcomp-sim --gpu-model). Scenario 0 is what endCall()
+// returns.
+//
+// Payload scaling: with payloadScale s != 1 a message of b bytes whose
+// framing (headers, block lengths, control words; CostModel::framing) is f
+// bytes is charged as f + (b - f) * s bytes: a run at count n / s prices the
+// messages of count n (gradcomp-sim --gpu-model, payload_framing.h).
+//
 // test() on a delivered message completes it at its virtual completion time
 // (a poll cannot observe virtual time it has not reached; wait-avoiding
 // schedules therefore look as if they had waited).
@@ -29,6 +40,8 @@
 // emptied as they drain, so millions of distinct tags do not accumulate.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -44,6 +57,9 @@ struct CostModel {
   // or to receive (copies through the kernel's TCP stack; LogGP's per-byte
   // overhead), charged times max(1, computeScale): 0 = free.
   double hostSPerByte = 0;
+  // See "Payload scaling" above; framing nullptr: no framing (f = 0).
+  double payloadScale = 1;
+  size_t (*framing)(const uint8_t* data, size_t bytes) = nullptr;
 };
 
 class SimTransport : public transport::Transport {
@@ -56,10 +72,31 @@ class SimTransport : public transport::Transport {
   // Fails every rank of the fabric with `why` (a rank's algorithm failed; the
   // others must not wait for it until the timeout).
   virtual void abortAll(const Status& why) = 0;
+
+  // ---- Scenarios (see above) ----
+  virtual int scenarios() const = 0;
+  // Scenario s's clock now (pending compute charged first).
+  virtual double clockOf(int s) = 0;
+  // Moves scenario s's clock to t if t is later: a device model charging
+  // work this rank waited for.
+  virtual void advanceTo(int s, double t) = 0;
+  // endCall() for every scenario: the clocks in scenario order.
+  virtual std::vector<double> endCallAll() = 0;
+  // Thread CPU seconds the caller prices itself (a device model's reference
+  // compute): left out of what computeScale charges.
+  virtual void excludeCpu(double seconds) = 0;
+  // Bytes this rank's sends were charged as since resetCounters() (payload
+  // scaling applied; equal to the bytes sent without it).
+  virtual double chargedBytesSent() const = 0;
 };
 
 // Creates `size` connected endpoints; endpoint r is rank r, used by one thread.
 std::vector<std::unique_ptr<SimTransport>> createSimTransports(int size, const CostModel& model,
                                                                double timeoutS);
+// The same with one scenario per model (1 to kMaxScenarios models; none
+// created otherwise).
+constexpr size_t kMaxScenarios = 16;
+std::vector<std::unique_ptr<SimTransport>> createSimTransports(
+    int size, const std::vector<CostModel>& models, double timeoutS);
 
 }  // namespace gradcomp::sim
