@@ -163,6 +163,21 @@ class ModelBackend final : public GpuModel {
     return op(PrimKind::Kernel, {{idx, 8.0 * count, R}, {dst, sectors(count), W}}, 0,
               [&] { return cpu().scatterZero(dst, n, base, idx, count); });
   }
+  Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                        size_t* counts) override {
+    return op(PrimKind::Kernel, {{x, 4.0 * n, R}, {thresholds, 4.0 * m, R}}, m * sizeof *counts,
+              [&] { return cpu().countAboveMany(x, n, thresholds, m, counts); });
+  }
+  Status moments(const float* x, size_t n, double* sum, double* sumSquares) override {
+    return op(PrimKind::Kernel, {{x, 4.0 * n, R}}, sizeof *sum + sizeof *sumSquares,
+              [&] { return cpu().moments(x, n, sum, sumSquares); });
+  }
+  Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx,
+                      size_t count) override {
+    return op(PrimKind::Kernel,
+              {{idx, 8.0 * count, R}, {x, sectors(count), R}, {dst, 4.0 * count, W}}, 0,
+              [&] { return cpu().gatherValues(dst, x, n, idx, count); });
+  }
   Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
                 size_t count) override {
     return op(PrimKind::Kernel,
@@ -335,11 +350,14 @@ class ModelBackend final : public GpuModel {
               });
   }
   Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
+                      const device::SignTies& ties, uint64_t indexBase,
                       uint8_t* decision) override {
     return op(PrimKind::Kernel,
               {{counts, double(device::packedBytes(n, bits)), R},
                {decision, double(device::packedBytes(n, 1)), W}},
-              0, [&] { return cpu().signMajority(counts, bits, n, nranks, decision); });
+              0, [&] {
+                return cpu().signMajority(counts, bits, n, nranks, ties, indexBase, decision);
+              });
   }
   Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
                     int source) override {
