@@ -1,7 +1,8 @@
 // The CPU reference backend: plain loops over host memory, the semantics of
-// device/backend.h and device/cpu/element_traits.h. Stateless, thread-safe,
+// device/backend.h and device/cpu/element_traits.h. Thread-safe,
 // synchronous: every primitive has completed (and reported its errors) when
-// it returns, and its "device memory" is the heap (hostAccessible).
+// it returns, and its "device memory" is the heap (hostAccessible), through a
+// block cache so per-call scratch does not fault pages in every call.
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +11,7 @@
 #include "device/cpu/sparse_ops.h"
 #include "device/cpu/quant_primitives.h"
 #include "device/cpu/accumulate.h"
+#include "device/cpu/block_cache.h"
 
 namespace gradcomp::device {
 namespace {
@@ -27,6 +29,12 @@ class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
   bool hostAccessible() const override { return true; }
+
+  // Device and host memory are both the heap, through a block cache.
+  void* allocate(size_t bytes) override { return cache_.allocate(bytes); }
+  void deallocate(void* p, size_t bytes) override { cache_.deallocate(p, bytes); }
+  void* allocateHost(size_t bytes) override { return cache_.allocate(bytes); }
+  void deallocateHost(void* p, size_t bytes) override { cache_.deallocate(p, bytes); }
 
   Status add(void* dst, const void* a, const void* b, size_t n, DataType t) override {
     const bool known = dispatchType(t, [&](auto traits) {
@@ -287,6 +295,9 @@ class CpuBackend final : public Backend {
                         float* spectrum) override {
     return cpu::scatterAddBins(packed, bitmap, bins, spectrum);
   }
+
+ private:
+  BlockCache cache_{size_t(1) << 30};
 };
 
 }  // namespace
