@@ -1,5 +1,6 @@
 #include "algorithms/quant/code_exchange.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -86,6 +87,66 @@ Status finishSum(device::Backend& dev, RedOp op, int P, float* sum, size_t count
 
 }  // namespace
 
+namespace {
+
+// Posted transfers of one phase; whatever is still pending when it goes away
+// (an error path) is cancelled, so no transfer outlives its buffers.
+class Posted {
+ public:
+  explicit Posted(transport::Transport& net) : net_(net) {}
+  ~Posted() {
+    for (auto& h : handles_)
+      if (h) net_.cancel(h);
+  }
+  Posted(const Posted&) = delete;
+  Posted& operator=(const Posted&) = delete;
+  Status recv(int peer, uint64_t tag, void* data, size_t bytes, size_t* slot) {
+    *slot = handles_.size();
+    handles_.push_back(0);
+    expect_.push_back(bytes);
+    peers_.push_back(peer);
+    return net_.irecv(peer, tag, data, bytes, &handles_.back());
+  }
+  Status send(int peer, uint64_t tag, const void* data, size_t bytes) {
+    handles_.push_back(0);
+    expect_.push_back(SIZE_MAX);
+    peers_.push_back(peer);
+    return net_.isend(peer, tag, data, bytes, &handles_.back());
+  }
+  // Waits for one receive; it must be exactly its expected length.
+  Status wait(size_t slot, const char* what) {
+    size_t got = 0;
+    const transport::Handle h = handles_[slot];
+    handles_[slot] = 0;  // released by the wait, on success and on error
+    GC_CHECK(net_.wait(h, &got));
+    GC_REQUIRE(got == expect_[slot], Err::RemoteError,
+               "%s: rank %d sent %zu bytes where %zu were expected (peers disagree on count, "
+               "dtype or algorithm parameters?)",
+               what, peers_[slot], got, expect_[slot]);
+    return Status::Ok();
+  }
+  Status waitAll() {
+    std::vector<transport::Handle> pending;
+    for (auto& h : handles_)
+      if (h) pending.push_back(h), h = 0;
+    std::vector<size_t> got(pending.size());
+    return pending.empty() ? Status::Ok() : net_.waitAll(pending.data(), pending.size(), got.data());
+  }
+
+ private:
+  transport::Transport& net_;
+  std::vector<transport::Handle> handles_;
+  std::vector<size_t> expect_;
+  std::vector<int> peers_;
+};
+
+// Peers get their phase-1 payloads in this many groups: each group is
+// encoded, synced and sent while the next one encodes (the CPU backend
+// encodes at memory speed, slower than the network at 1 Gbit/s and up).
+constexpr int kSendGroups = 4;
+
+}  // namespace
+
 Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
                      const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
                      float* out, float* residual, uint64_t firstStep, Workspace* ws) {
@@ -93,28 +154,43 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   const int P = ctx.net.size(), r = ctx.net.rank();
   const size_t align = phase1.align();
   const ChunkRange mine = chunkRange(n, P, r, align);
-
-  // Phase 1: encode every other chunk for its owner (the residual update
-  // happens in the same pass, in place when residual is acc).
+  const uint64_t tag1 = transport::makeTag(ctx.callSeq, firstStep);
+  const uint64_t tag2 = transport::makeTag(ctx.callSeq, firstStep + 1);
   ws->bind(dev);
   ws->bindPeers(dev, P);
   std::vector<device::HostArray<uint8_t>>& sendBuf = ws->send;
   std::vector<device::HostArray<uint8_t>>& recvBuf = ws->recv;
-  std::vector<Transfer> sends, recvs;
+
+  // Phase 1: every receive first, then every other chunk encoded for its
+  // owner (the residual update in the same pass, in place when residual is
+  // acc) and sent, in groups, starting with the next rank (rotated, so the
+  // ranks do not all send to the same owner first).
+  Posted p1(ctx.net);
+  std::vector<size_t> slot(size_t(P), 0);
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
-    const ChunkRange c = chunkRange(n, P, j, align);
-    sendBuf[j].resize(phase1.encodedBytes(c.size));
-    GC_CHECK(phase1.encode(dev, acc + c.begin, c.size, c.begin, seeds.phase1(r), sendBuf[j].data(),
-                           residual ? residual + c.begin : nullptr));
     recvBuf[j].resize(phase1.encodedBytes(mine.size));
-    sends.push_back({j, sendBuf[j].data(), sendBuf[j].size()});
-    recvs.push_back({j, recvBuf[j].data(), recvBuf[j].size()});
+    GC_CHECK(p1.recv(j, tag1, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
   }
-  GC_CHECK(dev.sync());
-  GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep), recvs, sends,
-                       "quantized reduce-scatter"));
+  const int group = std::max(1, (P - 1 + kSendGroups - 1) / kSendGroups);
+  for (int first = 1; first < P; first += group) {
+    const int last = std::min(P, first + group);
+    for (int s = first; s < last; ++s) {
+      const int j = (r + s) % P;
+      const ChunkRange c = chunkRange(n, P, j, align);
+      sendBuf[j].resize(phase1.encodedBytes(c.size));
+      GC_CHECK(phase1.encode(dev, acc + c.begin, c.size, c.begin, seeds.phase1(r),
+                             sendBuf[j].data(), residual ? residual + c.begin : nullptr));
+    }
+    GC_CHECK(dev.sync());
+    for (int s = first; s < last; ++s) {
+      const int j = (r + s) % P;
+      GC_CHECK(p1.send(j, tag1, sendBuf[j].data(), sendBuf[j].size()));
+    }
+  }
 
+  // The owner's sum in rank order, its own chunk exact; each contribution is
+  // decoded as soon as it (and those before it) arrived.
   device::DeviceArray<float>& sum = ws->sum;
   sum.resize(mine.size);
   for (int s = 0; s < P; ++s) {
@@ -122,6 +198,7 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
       if (s == 0) GC_CHECK(dev.copy(sum.data(), acc + mine.begin, mine.size * 4));
       else GC_CHECK(dev.add(sum.data(), sum.data(), acc + mine.begin, mine.size, DataType::Float32));
     } else {
+      GC_CHECK(p1.wait(slot[s], "quantized reduce-scatter"));
       GC_CHECK(phase1.decode(dev, recvBuf[s].data(), mine.size, s, sum.data(), s != 0));
     }
   }
@@ -135,28 +212,24 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   GC_CHECK(phase2.encode(dev, sum.data(), mine.size, mine.begin, seeds.phase2(r), ownBuf.data(),
                          nullptr));
   GC_CHECK(phase2.decode(dev, ownBuf.data(), mine.size, r, out + mine.begin, false));
-  sends.clear();
-  recvs.clear();
-  for (int j = 0; j < P; ++j) {
-    if (j == r) continue;
-    const ChunkRange c = chunkRange(n, P, j, align);
-    // recvBuf[j] still feeds this phase's pending phase-1 decodes: the sync
-    // below completes them before the new arrivals overwrite it.
-    recvs.push_back({j, nullptr, phase2.encodedBytes(c.size)});
-    sends.push_back({j, ownBuf.data(), ownBuf.size()});
-  }
+  // The sync completes the phase-1 decodes (recvBuf is reused) and the encoding.
   GC_CHECK(dev.sync());
-  for (auto& t : recvs) {
-    recvBuf[t.peer].resize(t.bytes);
-    t.data = recvBuf[t.peer].data();
-  }
-  GC_CHECK(exchangeAll(ctx.net, transport::makeTag(ctx.callSeq, firstStep + 1), recvs, sends,
-                       "quantized allgather"));
+  GC_CHECK(p1.waitAll());  // phase-1 sends
+  Posted p2(ctx.net);
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
     const ChunkRange c = chunkRange(n, P, j, align);
+    recvBuf[j].resize(phase2.encodedBytes(c.size));
+    GC_CHECK(p2.recv(j, tag2, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
+  }
+  for (int s = 1; s < P; ++s) GC_CHECK(p2.send((r + s) % P, tag2, ownBuf.data(), ownBuf.size()));
+  for (int s = 1; s < P; ++s) {  // decode in arrival-friendly order: each owns its chunk
+    const int j = (r - s + P) % P;
+    const ChunkRange c = chunkRange(n, P, j, align);
+    GC_CHECK(p2.wait(slot[j], "quantized allgather"));
     GC_CHECK(phase2.decode(dev, recvBuf[j].data(), c.size, j, out + c.begin, false));
   }
+  GC_CHECK(p2.waitAll());
   return dev.sync();  // the decodes read recvBuf
 }
 
