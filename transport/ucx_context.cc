@@ -1,9 +1,12 @@
 #include "transport/ucx_context.h"
 
 #include <poll.h>
+#include <ucs/debug/log_def.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +36,32 @@ const char* kindName(ContextKind kind) {
   return kind == ContextKind::Transport ? "transport" : "bootstrap";
 }
 
+std::atomic<bool> gQuietUcx{false};
+
+ucs_log_func_rc_t ucxLogHandler(const char* file, unsigned line, const char* /*function*/,
+                                ucs_log_level_t level, const ucs_log_component_config_t* /*comp*/,
+                                const char* format, va_list ap) {
+  if (!gQuietUcx.load(std::memory_order_relaxed) || level > UCS_LOG_LEVEL_WARN ||
+      level == UCS_LOG_LEVEL_FATAL)
+    return UCS_LOG_FUNC_RC_CONTINUE;  // UCX's own handler prints it
+  char text[512];
+  vsnprintf(text, sizeof text, format, ap);
+  GC_INFO(TRANSPORT, "UCX %s after a peer failure: %s (%s:%u)",
+          level <= UCS_LOG_LEVEL_ERROR ? "error" : "warning", text, file, line);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void installLogHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] { ucs_log_push_handler(ucxLogHandler); });
+}
+
 }  // namespace
+
+void quietLogsAfterFailure() {
+  installLogHandler();
+  gQuietUcx.store(true, std::memory_order_relaxed);
+}
 
 std::string statusText(ucs_status_t s) {
   return std::string(ucs_status_string(s)) + " (" + std::to_string(static_cast<int>(s)) + ")";
@@ -72,6 +100,7 @@ Status context(ContextKind kind, ucp_context_h* out) {
       }
     }
   }
+  installLogHandler();
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

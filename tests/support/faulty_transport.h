@@ -47,6 +47,13 @@ class FaultyTransport : public transport::Transport {
   Status test(transport::Handle h, bool* done, size_t* bytes) override;
   Status waitAll(const transport::Handle* handles, size_t n, size_t* bytes) override;
   void cancel(transport::Handle h) override;
+  std::shared_ptr<transport::FailureMonitor> failureMonitor() const override {
+    return inner_->failureMonitor();
+  }
+  void setActivity(const char* what) override {
+    Transport::setActivity(what);
+    inner_->setActivity(what);
+  }
   transport::PeerCounters counters(int peer) const override { return inner_->counters(peer); }
   void resetCounters() override { inner_->resetCounters(); }
 
