@@ -364,49 +364,82 @@ TEST_CASE("monitor: orderly leaving is no failure; a rank's own failure is", "[m
   CHECK(second.m[0]->verdict().code() == Err::Timeout);
 }
 
+namespace {
+
+// A root that accepts and acknowledges the Hello, then answers nothing but
+// (with `ackSuspicions`) acknowledgements: a root alive but undecided, or a
+// stopped rank 0 when it stays silent.
+struct SilentRoot {
+  int listenFd = -1;
+  RankInfo info;
+  std::thread thread;
+  SilentRoot(bool ackSuspicions) {
+    std::string why;
+    listenFd = listenAnyPort(&info.port, &why);
+    REQUIRE(listenFd >= 0);
+    info.enabled = true;
+    info.pid = 1;
+    info.host = "root-host";
+    info.token = 77;
+    thread = std::thread([this, ackSuspicions] {
+      pollfd p{listenFd, POLLIN, 0};
+      poll(&p, 1, 5000);
+      const int fd = acceptOne(listenFd);
+      std::string buf;
+      bool helloed = false;
+      for (int i = 0; i < 800; ++i) {  // 4 s
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::vector<Message> got;
+        readAvailable(fd, &buf);
+        (void)decode(&buf, &got);
+        for (const Message& m : got) {
+          Message reply;
+          reply.token = m.token;
+          reply.type = m.type == MsgType::Hello ? MsgType::HelloAck : MsgType::Ack;
+          if (m.type == MsgType::Hello && m.token == 77) helloed = true;
+          if ((m.type == MsgType::Hello && helloed) || (m.type == MsgType::Suspect && ackSuspicions))
+            sendAll(fd, encode(reply), 1);
+        }
+      }
+      closeSocket(fd);
+    });
+  }
+  ~SilentRoot() {
+    thread.join();
+    closeSocket(listenFd);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("monitor: a client whose root never decides reports its own suspicion in time", "[monitor]") {
-  // A root that accepts and acknowledges, then stays silent (a stopped rank 0).
-  int port = 0;
-  std::string why;
-  const int listenFd = listenAnyPort(&port, &why);
-  REQUIRE(listenFd >= 0);
-  RankInfo root;
-  root.enabled = true;
-  root.pid = 1;
-  root.host = "stopped-root";
-  root.port = port;
-  root.token = 77;
+  SilentRoot root(true);
   auto client = FailureMonitor::prepare(1, 2, 5);
-  std::thread fakeRoot([&] {
-    pollfd p{listenFd, POLLIN, 0};
-    poll(&p, 1, 5000);
-    const int fd = acceptOne(listenFd);
-    std::string buf;
-    std::vector<Message> got;
-    for (int i = 0; i < 200 && got.empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      readAvailable(fd, &buf);
-      (void)decode(&buf, &got);
-    }
-    Message ack;
-    ack.type = MsgType::HelloAck;
-    ack.token = 77;
-    if (!got.empty() && got[0].token == 77) sendAll(fd, encode(ack), 1);
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    closeSocket(fd);
-  });
-  client->start({packInfo(root), client->blob()}, {true, true});
+  client->start({packInfo(root.info), client->blob()}, {true, true});
   REQUIRE(client->enabled());
   const auto t0 = Clock::now();
   const Status s = client->settle(0, SuspectKind::Silent, 5, Status(Err::Timeout, "no progress from rank 0"));
   const double took = since(t0);
   CHECK(took >= kAgreementS * 0.9);
   CHECK(took < kAgreementS + 0.5);
-  CHECK_THAT(s.message(), Catch::StartsWith("no progress from rank 0") &&
-                              Catch::Contains("no verdict from the failure monitor"));
-  fakeRoot.join();
+  CHECK(s.code() == Err::Timeout);
+  CHECK(s.message() == "no progress from rank 0; no verdict from the failure monitor within 1.5 s");
   client.reset();
-  closeSocket(listenFd);
+}
+
+TEST_CASE("monitor: a client whose root does not even acknowledge names rank 0", "[monitor]") {
+  SilentRoot root(false);  // a stopped rank 0
+  auto client = FailureMonitor::prepare(2, 3, 5);
+  client->start({packInfo(root.info), "gcmon1 off 5 h", client->blob()}, {true, true, true});
+  REQUIRE(client->enabled());
+  const auto t0 = Clock::now();
+  const Status s = client->settle(1, SuspectKind::Silent, 5, Status(Err::Timeout, "no progress from rank 1"));
+  CHECK(since(t0) < kAgreementS + 0.5);
+  CHECK(s.code() == Err::Timeout);
+  CHECK_THAT(s.message(), Catch::StartsWith("rank 0 (root-host, pid 1) failed: its failure monitor") &&
+                              Catch::Contains("stopped or hung") &&
+                              Catch::EndsWith("(rank 2's own finding: no progress from rank 1)"));
+  client.reset();
 }
 
 TEST_CASE("monitor: strangers on the root's port are dropped, GRADCOMP_MONITOR=0 turns it off",

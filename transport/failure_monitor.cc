@@ -18,6 +18,7 @@ namespace gradcomp::transport {
 
 using monitor::Message;
 using monitor::MsgType;
+using monitor::SuspectKind;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -213,7 +214,8 @@ void FailureMonitor::send(const Message& m) {
 Status FailureMonitor::settle(int peer, monitor::SuspectKind kind, double silenceS, const Status& own) {
   if (!enabled_ || rootGone_) return own;
   if (failed()) return verdict();
-  Message m = make(MsgType::Suspect, peer);
+  const uint64_t nonce = ++suspicions_;
+  Message m = make(MsgType::Suspect, peer, nonce);
   m.kind = uint8_t(kind);
   m.seconds = silenceS;
   m.text = own.message();
@@ -224,12 +226,23 @@ Status FailureMonitor::settle(int peer, monitor::SuspectKind kind, double silenc
     send(m);
   }
   wake();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::duration<double>(kAgreementS), [&] { return failed_.load(); });
-  if (failed_) return verdict_;
-  char tail[160];
-  snprintf(tail, sizeof tail, "; no verdict from the failure monitor within %.1f s%s", kAgreementS,
-           rank_ == 0 ? "" : " (rank 0, which decides, may be stopped itself)");
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(kAgreementS), [&] { return failed_.load(); });
+    if (failed_) return verdict_;
+  }
+  char tail[200];
+  if (rank_ != 0 && acked_.load() < nonce) {
+    // The root's monitor thread answers at once unless its process is
+    // stopped or hung: every client that suspects anything concludes this.
+    // It becomes this rank's verdict, so that every later wait agrees.
+    snprintf(tail, sizeof tail,
+             "its failure monitor (which decides failures) did not answer within %.1f s: stopped "
+             "or hung (rank %d's own finding: ", kAgreementS, rank_);
+    setVerdict(0, Err::Timeout, tail + own.message() + ")");
+    return verdict();
+  }
+  snprintf(tail, sizeof tail, "; no verdict from the failure monitor within %.1f s", kAgreementS);
   return Status(own.code(), own.message() + tail);
 }
 
@@ -269,6 +282,8 @@ void FailureMonitor::clientLoop() {
       } else if (m.type == MsgType::Ping && !frozen_) {
         Message pong = make(MsgType::Pong, waitingOn_.load(std::memory_order_relaxed), m.token);
         send(pong);
+      } else if (m.type == MsgType::Ack) {
+        acked_.store(std::max(acked_.load(), m.token));
       } else if (m.type == MsgType::Bye) {
         rootLeft = true;
       }
@@ -354,6 +369,7 @@ void FailureMonitor::rootLoop() {
           drop(c, false);
           break;
         } else if (m.type == MsgType::Suspect) {
+          if (SuspectKind(m.kind) != SuspectKind::Self) (void)toRank(c.rank, make(MsgType::Ack, -1, m.token));
           engine.onSuspect(c.rank, m);
         } else if (m.type == MsgType::Pong) {
           engine.onPong(c.rank, m);

@@ -12,8 +12,11 @@
 // - Stall: a transport wait that gives up (GRADCOMP_TIMEOUT_S without progress,
 //   or a broken UCX link) reports its suspicion and waits at most kAgreementS
 //   for the root's verdict (monitor_root.h says how the root finds the
-//   culprit); without one it returns its own suspicion. The first decision
-//   wins; every rank's transport fails with it, naming the same rank.
+//   culprit). The root acknowledges every suspicion at once: a client that
+//   gets neither verdict nor acknowledgement names rank 0 itself (stopped or
+//   hung: every client concludes the same); one that got the acknowledgement
+//   but no verdict returns its own suspicion. The first decision wins; every
+//   rank's transport fails with it, naming the same rank.
 // Orderly teardown (the destructor) says Bye, so leaving is never a failure.
 // Disabled (every query answers "no failure", settle() returns at once) with
 // GRADCOMP_MONITOR=0, for one rank, or when the root cannot be reached.
@@ -103,6 +106,8 @@ class FailureMonitor {
   std::atomic<bool> frozen_{false};
   std::atomic<int> waitingOn_{-1};
   std::atomic<bool> rootGone_{false};  // client: the root left in order (or vanished)
+  std::atomic<uint64_t> suspicions_{0};  // client: nonce of the last Suspect sent
+  std::atomic<uint64_t> acked_{0};       // client: the highest nonce the root acknowledged
 
   std::mutex sendMu_;  // writes to rootFd_ (transport threads and the monitor thread)
 

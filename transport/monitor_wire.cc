@@ -24,7 +24,7 @@ T get(const char* p) {
 }
 
 bool validType(uint8_t t) {
-  return t >= uint8_t(MsgType::Hello) && t <= uint8_t(MsgType::Verdict);
+  return t >= uint8_t(MsgType::Hello) && t <= uint8_t(MsgType::Ack);
 }
 
 // Host names and addresses travel as words of the exchange text.

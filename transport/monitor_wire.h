@@ -19,10 +19,12 @@ enum class MsgType : uint8_t {
   Hello = 1,  // client -> root: rank, token (the job's, from the exchange)
   HelloAck,   // root -> client: token
   Bye,        // either way: leaving in order (no failure)
-  Suspect,    // client -> root: rank = suspect, kind = SuspectKind, seconds = silence, text = detail
+  Suspect,    // client -> root: rank = suspect, kind = SuspectKind, seconds = silence,
+              // token = nonce (Self: the Err code), text = detail
   Ping,       // root -> client: token = nonce
   Pong,       // client -> root: token = nonce, rank = peer it waits on (-1: none), seconds = how long
   Verdict,    // root -> client: rank = the failed rank, kind = Err code, text = cause
+  Ack,        // root -> client: token = the nonce of a Suspect it received (the root is alive)
 };
 
 enum class SuspectKind : uint8_t {

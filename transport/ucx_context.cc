@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "common/log.h"
 
@@ -89,15 +91,23 @@ Status context(ContextKind kind, ucp_context_h* out) {
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   GC_REQUIRE(st == UCS_OK, Err::SystemError,
              "ucp_config_read failed: %s (check the UCX_* variables)", statusText(st).c_str());
+  std::vector<std::pair<const char*, const char*>> overrides;
   if (kind == ContextKind::Bootstrap) {
-    const char* overrides[][2] = {{"TLS", "tcp"}, {"NET_DEVICES", "all"}};
-    for (auto& kv : overrides) {
-      st = ucp_config_modify(config, kv[0], kv[1]);
-      if (st != UCS_OK) {
-        ucp_config_release(config);
-        return makeStatus(Err::SystemError, "bootstrap: cannot set UCX %s=%s: %s", kv[0], kv[1],
-                          statusText(st).c_str());
-      }
+    overrides = {{"TLS", "tcp"}, {"NET_DEVICES", "all"}};
+  } else if (!getenv("UCX_KEEPALIVE_INTERVAL")) {
+    // UCX's endpoint keepalive (every 20 s by default, PEER endpoints) is
+    // worker progress like any message, so a transport wait blocked on a
+    // stopped peer never saw GRADCOMP_TIMEOUT_S of silence once it was 20 s
+    // or more: the stop went unnoticed. Dead peers are found by the failure
+    // monitor instead (failure_monitor.h). A user's own value wins.
+    overrides = {{"KEEPALIVE_INTERVAL", "inf"}};
+  }
+  for (auto& kv : overrides) {
+    st = ucp_config_modify(config, kv.first, kv.second);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return makeStatus(Err::SystemError, "%s: cannot set UCX %s=%s: %s", kindName(kind), kv.first,
+                        kv.second, statusText(st).c_str());
     }
   }
   installLogHandler();

@@ -182,7 +182,15 @@ class UcxTransport final : public Transport {
       return fail(withContext(monitor_->verdict(),
                               "was about to start " + describe(what[1] == 's', peer, tag, bytes)),
                   nullptr, 0);
-    if (peer != rank_ && eps_.failure(peer) != UCS_OK) return fail(peerFailed(peer, nullptr), nullptr, 0);
+    if (peer != rank_ && eps_.failure(peer) != UCS_OK) {
+      const Status agreed =
+          monitor_->settle(peer, monitor::SuspectKind::Link, 0, peerFailed(peer, nullptr));
+      return fail(monitor_->failed()
+                      ? withContext(monitor_->verdict(),
+                                    "was about to start " + describe(what[1] == 's', peer, tag, bytes))
+                      : agreed,
+                  nullptr, 0);
+    }
     return Status::Ok();
   }
 

@@ -1,13 +1,17 @@
 // gradcomp-params: the GRADCOMP_* parameter registry from the command line.
 //   --markdown  docs/configuration.md (generated; a test fails when it is stale)
 //   --list      one line per variable: name, type, default
-//   --check     validate every GRADCOMP_* variable in the environment; prints
-//               the first error (exit 1) and names unknown variables (exit 1)
+//   --check     validate every GRADCOMP_* variable in the environment, and what
+//               the NCCL interposer would load from them (GRADCOMP_ALGO, _COMMS,
+//               _MIN_BYTES and the GRADCOMP_CONFIG file: parsed, keys and
+//               algorithms checked); prints the first error (exit 1) and names
+//               unknown variables (exit 1)
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "common/param.h"
+#include "plugin/nccl/policy.h"
 
 namespace {
 
@@ -51,7 +55,19 @@ int check() {
     fprintf(stderr, "gradcomp-params: %s\n", s.message().c_str());
     return 1;
   }
-  if (rc == 0) printf("gradcomp-params: environment OK\n");
+  // What the interposer loads at its first communicator, config file included.
+  gradcomp::nccl::Policy policy;
+  s = gradcomp::nccl::loadPolicy(&policy);
+  if (!s.ok()) {
+    fprintf(stderr, "gradcomp-params: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (rc != 0) return rc;
+  if (policy.configPath.empty())
+    printf("gradcomp-params: environment OK\n");
+  else
+    printf("gradcomp-params: environment OK; GRADCOMP_CONFIG=%s parsed (%zu rule%s)\n",
+           policy.configPath.c_str(), policy.rules.size(), policy.rules.size() == 1 ? "" : "s");
   return rc;
 }
 
@@ -69,6 +85,7 @@ int main(int argc, char** argv) {
           "usage: gradcomp-params --markdown | --list | --check\n"
           "  --markdown  print docs/configuration.md\n"
           "  --list      print every GRADCOMP_* variable with its type and default\n"
-          "  --check     validate the GRADCOMP_* variables of this environment\n");
+          "  --check     validate the GRADCOMP_* variables of this environment and the\n"
+          "              GRADCOMP_CONFIG file they name\n");
   return argc == 2 && strcmp(mode, "--help") == 0 ? 0 : 2;
 }
