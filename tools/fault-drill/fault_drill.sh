@@ -5,17 +5,19 @@
 # code and the last line it wrote to stderr.
 #
 #   tools/fault-drill/fault_drill.sh [-a ALGO] [-n RANKS] [-r VICTIM] [-s KILL|STOP]
-#                                    [-d DELAY_S] [-t TIMEOUT_S] [-b BUILD_DIR]
-# Defaults: dense, 4 ranks, victim 2, KILL, 8 s, GRADCOMP_TIMEOUT_S=20, build/.
-# Extra environment (UCX_TLS, GRADCOMP_UCX_ERR_MODE, ...) passes through.
+#                                    [-d DELAY_S] [-t TIMEOUT_S] [-b BUILD_DIR] [-m MAX_S]
+# Defaults: dense, 4 ranks, victim 2, KILL, 8 s, GRADCOMP_TIMEOUT_S=20, build/,
+# survivors still running MAX_S (300) seconds after the signal are reported
+# and killed. Extra environment (UCX_TLS, GRADCOMP_UCX_ERR_MODE, ...) passes
+# through.
 set -euo pipefail
-ALGO=dense NRANKS=4 VICTIM=2 SIG=KILL DELAY=8 TIMEOUT=20
+ALGO=dense NRANKS=4 VICTIM=2 SIG=KILL DELAY=8 TIMEOUT=20 MAX=300
 BUILD="$(cd "$(dirname "$0")/../.." && pwd)/build"
-while getopts "a:n:r:s:d:t:b:" opt; do
+while getopts "a:n:r:s:d:t:b:m:" opt; do
   case $opt in
     a) ALGO=$OPTARG ;; n) NRANKS=$OPTARG ;; r) VICTIM=$OPTARG ;; s) SIG=$OPTARG ;;
-    d) DELAY=$OPTARG ;; t) TIMEOUT=$OPTARG ;; b) BUILD=$OPTARG ;;
-    *) sed -n '2,10p' "$0"; exit 2 ;;
+    d) DELAY=$OPTARG ;; t) TIMEOUT=$OPTARG ;; b) BUILD=$OPTARG ;; m) MAX=$OPTARG ;;
+    *) sed -n '2,12p' "$0"; exit 2 ;;
   esac
 done
 BENCH="$BUILD/tools/gradcomp-bench/gradcomp-bench"
@@ -44,12 +46,17 @@ t0=$(now)
 echo "drill: $ALGO, $NRANKS ranks, rank $VICTIM got SIG$SIG after ${DELAY}s, GRADCOMP_TIMEOUT_S=$TIMEOUT"
 for ((r = 0; r < NRANKS; ++r)); do
   [ "$r" -eq "$VICTIM" ] && continue
-  while [ ! -s "$OUT/exit$r" ]; do sleep 0.1; done
+  while [ ! -s "$OUT/exit$r" ] && [ "$(echo "$(now) - $t0 < $MAX" | bc)" -eq 1 ]; do sleep 0.1; done
+  if [ ! -s "$OUT/exit$r" ]; then
+    echo "rank $r: still running ${MAX} s after the signal; killed"
+    kill -s KILL "$(cat "$OUT/pid$r")" 2>/dev/null || true
+  fi
 done
 kill -s KILL "$victim" 2>/dev/null || true
 wait
 for ((r = 0; r < NRANKS; ++r)); do
   [ "$r" -eq "$VICTIM" ] && continue
+  [ -s "$OUT/exit$r" ] || sleep 0.5
   read -r code t <"$OUT/exit$r"
   printf 'rank %d: exit %d after %.1f s; last stderr line: %s\n' "$r" "$code" \
     "$(echo "$t - $t0" | bc)" "$(tail -n 1 "$OUT/err$r")"
