@@ -321,6 +321,29 @@ TEST_CASE("monitor: a crashed rank is reported to every rank at once", "[monitor
   }
 }
 
+TEST_CASE("monitor: with 64 ranks a crash reaches all at once and a stop is agreed on", "[monitor]") {
+  constexpr int kRanks = 64;
+  Ring ring(kRanks);
+  const auto t0 = Clock::now();
+  ring.m[37]->crashForTest();
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == 37) continue;
+    REQUIRE(waitFor([&] { return ring.m[r]->failed(); }, 5) < 2.0);
+    CHECK(ring.m[r]->failedRank() == 37);
+  }
+  CHECK(since(t0) < 2.0);
+
+  Ring second(kRanks);
+  second.m[50]->freezeForTest();
+  // A chain of victims: rank r waits for rank r + 1, up to 49, which waits for 50.
+  for (int r = 1; r < 50; ++r) second.m[r]->noteWaiting(r + 1);
+  const Status own(Err::Timeout, "no progress from rank 2");
+  const Status agreed = second.m[1]->settle(2, SuspectKind::Silent, 5.0, own);
+  CHECK_THAT(agreed.message(), Catch::StartsWith("rank 50 (") && Catch::Contains("stopped or hung"));
+  for (int r = 0; r < kRanks; ++r)
+    if (r != 50) CHECK(waitFor([&] { return second.m[r]->failedRank() == 50; }, 2) < 1.0);
+}
+
 TEST_CASE("monitor: a stopped rank is named by every rank after a suspicion", "[monitor]") {
   Ring ring(4);
   ring.m[2]->freezeForTest();

@@ -62,7 +62,7 @@ class UcxTransport final : public Transport {
   int size() const override { return size_; }
 
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) override {
-    GC_CHECK(checkPost(peer, tag, buf, bytes, out, "isend"));
+    GC_CHECK(checkPost(true, peer, tag, buf, bytes, out));
     ucp_ep_h ep = nullptr;
     GC_CHECK(eps_.get(peer, &ep));
     auto op = std::make_unique<Op>();
@@ -75,7 +75,7 @@ class UcxTransport final : public Transport {
   }
 
   Status irecv(int peer, uint64_t tag, void* buf, size_t capacity, Handle* out) override {
-    GC_CHECK(checkPost(peer, tag, buf, capacity, out, "irecv"));
+    GC_CHECK(checkPost(false, peer, tag, buf, capacity, out));
     auto op = std::make_unique<Op>();
     op->peer = peer;
     op->tag = tag & kTagMask;
@@ -169,8 +169,8 @@ class UcxTransport final : public Transport {
  private:
   using OpMap = std::unordered_map<Handle, std::unique_ptr<Op>>;
 
-  Status checkPost(int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out,
-                   const char* what) {
+  Status checkPost(bool isSend, int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) {
+    const char* what = isSend ? "isend" : "irecv";
     GC_REQUIRE(out, Err::InvalidArgument, "%s: null handle pointer", what);
     *out = 0;
     if (!broken_.ok()) return broken_;
@@ -178,18 +178,12 @@ class UcxTransport final : public Transport {
                what, peer, size_);
     GC_REQUIRE(buf || bytes == 0, Err::InvalidArgument, "%s: null buffer for %zu bytes", what,
                bytes);
-    if (monitor_->failed())
-      return fail(withContext(monitor_->verdict(),
-                              "was about to start " + describe(what[1] == 's', peer, tag, bytes)),
-                  nullptr, 0);
+    const std::string doing = "was about to start " + describe(isSend, peer, tag, bytes);
+    if (monitor_->failed()) return fail(withContext(monitor_->verdict(), doing), nullptr, 0);
     if (peer != rank_ && eps_.failure(peer) != UCS_OK) {
       const Status agreed =
           monitor_->settle(peer, monitor::SuspectKind::Link, 0, peerFailed(peer, nullptr));
-      return fail(monitor_->failed()
-                      ? withContext(monitor_->verdict(),
-                                    "was about to start " + describe(what[1] == 's', peer, tag, bytes))
-                      : agreed,
-                  nullptr, 0);
+      return fail(monitor_->failed() ? withContext(monitor_->verdict(), doing) : agreed, nullptr, 0);
     }
     return Status::Ok();
   }
@@ -245,6 +239,7 @@ class UcxTransport final : public Transport {
   Status admit(std::unique_ptr<Op> op, Handle* out) {
     Status s = opError(*op);
     if (!s.ok()) {
+      s = settleLink(*op, s);
       freeOrKeep(std::move(op));
       return fail(s, nullptr, 0);
     }
