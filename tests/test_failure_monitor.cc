@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -395,6 +396,7 @@ namespace {
 struct SilentRoot {
   int listenFd = -1;
   RankInfo info;
+  std::atomic<bool> done{false};
   std::thread thread;
   SilentRoot(bool ackSuspicions) {
     std::string why;
@@ -410,7 +412,7 @@ struct SilentRoot {
       const int fd = acceptOne(listenFd);
       std::string buf;
       bool helloed = false;
-      for (int i = 0; i < 800; ++i) {  // 4 s
+      for (int i = 0; i < 800 && !done; ++i) {  // 4 s at most
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         std::vector<Message> got;
         readAvailable(fd, &buf);
@@ -428,6 +430,7 @@ struct SilentRoot {
     });
   }
   ~SilentRoot() {
+    done = true;
     thread.join();
     closeSocket(listenFd);
   }

@@ -27,11 +27,11 @@ class UcxTransport final : public Transport {
 
   Status init(AddressExchange& exchange, const std::string& errMode,
               std::shared_ptr<FailureMonitor> shared) {
-    const bool ownMonitor = !shared;
-    monitor_ = ownMonitor ? FailureMonitor::prepare(rank_, size_, timeoutS_) : std::move(shared);
     GC_CHECK(worker_.create(ucx::ContextKind::Transport, "UCX transport"));
     std::string address;
     GC_CHECK(worker_.address(&address));
+    const bool ownMonitor = !shared;
+    monitor_ = ownMonitor ? FailureMonitor::prepare(rank_, size_, timeoutS_) : std::move(shared);
     // Blob = host identity, NUL, monitor text, NUL, worker address (binary,
     // last): peers learn who shares this host (and so may use shared memory)
     // and how to reach the monitor from the same exchange.
