@@ -29,6 +29,8 @@
     "Backend of communicators made through gradcomp's C API (gradcomp-bench, gradcomp-train, tests): cpu, the CPU reference; cpu-device, the CPU reference with a GPU's memory discipline (device memory that faults when host code touches it, deferred primitives, host-device traffic counted): how CI proves the device-resident data path without a GPU.") \
   X(UCX_ERR_MODE, Enum, "AUTO", "AUTO|PEER|NONE",                                           \
     "UCX endpoint error handling. PEER detects a dead peer at once but UCX 1.13 then avoids shared memory (loopback TCP on one node); NONE allows shared memory, and a dead peer is caught by GRADCOMP_TIMEOUT_S. AUTO: NONE to peers on the same host (same boot id and network namespace), PEER to other hosts (NONE when no transport in UCX_TLS can do PEER).") \
+  X(MONITOR, Bool, "1", "",                                                                \
+    "Failure monitor: every rank keeps a TCP connection to rank 0, so a rank whose process dies is reported to all at once, and ranks agree on which rank failed when one stops. 0: off (a dead peer is then found by GRADCOMP_TIMEOUT_S).") \
   X(DENSE_RD_MAX_BYTES, Size, "64K", "0..1G",                                               \
     "Dense allreduce uses recursive doubling up to this many bytes per rank, the ring (reduce-scatter + allgather) above.") \
   X(WAGMA_GROUP, Int, "0", "0..1048576",                                                    \

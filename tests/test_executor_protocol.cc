@@ -4,6 +4,7 @@
 // released flags exactly where the GPU would. No GPU needed.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -324,6 +325,69 @@ TEST_CASE("executor protocol: a stream that never gets ready times out, never ha
   CHECK(stream.slot(0)->done == 1);
   CHECK(stream.slot(0)->status == uint64_t(Err::Timeout));
   for (const Call& c : calls) CHECK(outputUntouched(c));
+}
+
+TEST_CASE("executor protocol: a stuck stream is reported as this rank's own failure",
+          "[executor]") {
+  HostStream stream(4);
+  std::vector<uint64_t> order;
+  std::deque<Call> calls;
+  stream.skipStageInOf_ = 0;
+  std::mutex mu;
+  std::vector<Status> reported;
+  ProxyWatch watch;
+  watch.reportOwnFailure = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    reported.push_back(s);
+  };
+  ProxyEngine engine(stream, "test", 0.25, watch);
+  calls.push_back(makeCall(0, 32));
+  REQUIRE(submitCall(engine, 0, calls.back(), &order).ok());
+  REQUIRE(stream.waitReleased(1));
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(reported.size() == 1);  // once, not once per later call
+  CHECK(reported[0].code() == Err::Timeout);
+  CHECK(reported[0].message() == engine.asyncError().message());
+}
+
+TEST_CASE("executor protocol: a failure the ranks agreed on ends the wait for the stream at once",
+          "[executor]") {
+  HostStream stream(2);
+  std::vector<uint64_t> order;
+  std::deque<Call> calls;
+  stream.skipStageInOf_ = 0;  // the stream never reaches call 0 ...
+  std::atomic<bool> agreed{false};
+  ProxyWatch watch;
+  watch.agreedFailure = [&] {
+    return agreed ? Status(Err::RemoteError, "rank 3 (host, pid 7) failed: connection closed")
+                  : Status::Ok();
+  };
+  bool reportedOwn = false;
+  watch.reportOwnFailure = [&](const Status&) { reportedOwn = true; };
+  ProxyEngine engine(stream, "test", 20.0, watch);  // ... and the timeout is far away
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    calls.push_back(makeCall(seq, 16));
+    // Call 2 waits for a free slot: the verdict ends that wait too.
+    if (seq == 2) std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        agreed = true;
+      }).detach();
+    const auto t0 = Clock::now();
+    const Status s = submitCall(engine, seq, calls.back(), &order);
+    if (seq < 2) {
+      REQUIRE(s.ok());
+    } else {
+      // Refused with the verdict, or enqueued once the verdict freed the slot
+      // (whichever thread saw it first): either way long before the timeout.
+      CHECK((s.ok() || s.code() == Err::RemoteError));
+      CHECK(secondsSince(t0) < 5.0);
+    }
+  }
+  REQUIRE(stream.waitReleased(2));
+  CHECK(engine.asyncError().message() == "rank 3 (host, pid 7) failed: connection closed");
+  CHECK_FALSE(reportedOwn);  // a peer's failure is not this rank's own
+  CHECK(order.empty());
+  CHECK(stream.hangs_ == 0);
 }
 
 TEST_CASE("executor protocol: a wrong staged size is caught", "[executor]") {

@@ -1,9 +1,6 @@
 // The interposer in libgradcomp.so against the test-double libnccl.so.2, in
-// real rank processes: each child dlopens the double (RTLD_GLOBAL, as an
-// application linked to NCCL would have it) and then libgradcomp.so, and calls
-// the NCCL entry points libgradcomp.so exports. The double records what
-// reaches the "real" NCCL; host buffers make the host executor eligible.
-#include <dlfcn.h>
+// real rank processes (support/nccl_api.h). The double records what reaches
+// the "real" NCCL; host buffers make the host executor eligible.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,93 +8,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "nccl_double/nccl_double.h"
 #include "support/multiproc.h"
+#include "support/nccl_api.h"
 
 namespace {
 
-struct Api {
-  ncclResult_t (*allReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
-  ncclResult_t (*initRank)(ncclComm_t*, int, ncclUniqueId, int);
-  ncclResult_t (*initRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
-  ncclResult_t (*split)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
-  ncclResult_t (*destroy)(ncclComm_t);
-  ncclResult_t (*abort)(ncclComm_t);
-  ncclResult_t (*asyncError)(ncclComm_t, ncclResult_t*);
-  const char* (*lastError)(ncclComm_t);
-  ncclResult_t (*groupStart)();
-  ncclResult_t (*groupEnd)();
-  ncclDoubleCountFn count;
-  ncclDoubleAllReduceAtFn allReduceAt;
-};
-
-// GC_TEST_BINARY_DIR when CTest passes it, else two levels above this test
-// executable (<build>/tests/test_x).
-std::string binaryDir() {
-  if (const char* d = getenv("GC_TEST_BINARY_DIR")) return d;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return ".";
-  std::string path(exe, size_t(n));
-  path = path.substr(0, path.rfind('/'));
-  return path.substr(0, path.rfind('/'));
-}
-
-// In a child: load the double, then libgradcomp.so; exits the child on failure.
-Api loadApi() {
-  void* dbl = dlopen((binaryDir() + "/tests/nccl_double/libnccl.so.2").c_str(), RTLD_NOW | RTLD_GLOBAL);
-  void* gc = dlopen((binaryDir() + "/plugin/libgradcomp.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!dbl || !gc) {
-    fprintf(stderr, "dlopen failed: %s\n", dlerror());
-    _exit(90);
-  }
-  Api a{};
-  auto sym = [&](void* h, const char* name) {
-    void* p = dlsym(h, name);
-    if (!p) {
-      fprintf(stderr, "missing %s\n", name);
-      _exit(91);
-    }
-    return p;
-  };
-  a.allReduce = reinterpret_cast<decltype(a.allReduce)>(sym(gc, "ncclAllReduce"));
-  a.initRank = reinterpret_cast<decltype(a.initRank)>(sym(gc, "ncclCommInitRank"));
-  a.initRankConfig = reinterpret_cast<decltype(a.initRankConfig)>(sym(gc, "ncclCommInitRankConfig"));
-  a.split = reinterpret_cast<decltype(a.split)>(sym(gc, "ncclCommSplit"));
-  a.destroy = reinterpret_cast<decltype(a.destroy)>(sym(gc, "ncclCommDestroy"));
-  a.abort = reinterpret_cast<decltype(a.abort)>(sym(gc, "ncclCommAbort"));
-  a.asyncError = reinterpret_cast<decltype(a.asyncError)>(sym(gc, "ncclCommGetAsyncError"));
-  a.lastError = reinterpret_cast<decltype(a.lastError)>(sym(gc, "ncclGetLastError"));
-  a.groupStart = reinterpret_cast<decltype(a.groupStart)>(sym(gc, "ncclGroupStart"));
-  a.groupEnd = reinterpret_cast<decltype(a.groupEnd)>(sym(gc, "ncclGroupEnd"));
-  a.count = reinterpret_cast<ncclDoubleCountFn>(sym(dbl, "ncclDoubleCount"));
-  a.allReduceAt = reinterpret_cast<ncclDoubleAllReduceAtFn>(sym(dbl, "ncclDoubleAllReduceAt"));
-  return a;
-}
-
-// A fresh exchange directory per test and a shared unique id.
-struct Job {
-  std::string dir;
-  ncclUniqueId id{};
-  Job() {
-    char tmpl[] = "/tmp/gc_nccl_XXXXXX";
-    dir = mkdtemp(tmpl);
-    for (size_t i = 0; i < sizeof id.internal; ++i) id.internal[i] = char(rand());
-  }
-  ~Job() { (void)system(("rm -rf '" + dir + "'").c_str()); }
-  std::map<std::string, std::string> env(std::map<std::string, std::string> extra) const {
-    extra["NCCL_DOUBLE_DIR"] = dir;
-    extra["NCCL_DOUBLE_TIMEOUT_S"] = "30";
-    if (!extra.count("GRADCOMP_TIMEOUT_S")) extra["GRADCOMP_TIMEOUT_S"] = "20";
-    // Hermetic: never the machine's /etc/gradcomp.conf.
-    if (!extra.count("GRADCOMP_CONFIG")) extra["GRADCOMP_CONFIG"] = "";
-    return extra;
-  }
-};
+using Api = gradcomp::test::NcclApi;
+using Job = gradcomp::test::NcclJob;
+Api loadApi() { return gradcomp::test::loadNcclApi(); }
+std::string readFile(const std::string& path) { return gradcomp::test::readWholeFile(path); }
 
 #define CHILD_CHECK(cond)                                                     \
   do {                                                                        \
@@ -137,12 +59,6 @@ bool numbersAfter(const std::string& json, const std::string& key, std::vector<d
   return true;
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 cudaStream_t fakeStream() { return reinterpret_cast<cudaStream_t>(uintptr_t(0x5170)); }
 

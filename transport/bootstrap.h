@@ -19,6 +19,9 @@ class AddressExchange {
   virtual int size() const = 0;
   // Collective: every rank contributes `mine` and receives all, indexed by rank.
   virtual Status allgather(const std::string& mine, std::vector<std::string>* all) = 0;
+  // The communicator failed (peers may be gone or stopped): tear down without
+  // waiting for anything to be flushed to them.
+  virtual void abandon() {}
 };
 
 struct LaunchInfo {

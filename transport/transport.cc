@@ -17,6 +17,29 @@ Status Transport::sendRecv(int dst, const void* sendBuf, size_t sendBytes, int s
   return Status::Ok();
 }
 
+Status Transport::barrier(uint64_t tag) {
+  const int me = rank(), n = size();
+  if (n == 1) return Status::Ok();
+  char token = 0;
+  if (me != 0) return sendRecv(0, &token, 0, 0, &token, 0, tag);
+  std::vector<Handle> handles;
+  auto postAll = [&](bool send) -> Status {
+    handles.clear();
+    for (int p = 1; p < n; ++p) {
+      Handle h = 0;
+      Status s = send ? isend(p, tag, &token, 0, &h) : irecv(p, tag, &token, 0, &h);
+      if (!s.ok()) {
+        for (Handle posted : handles) cancel(posted);
+        return s;
+      }
+      handles.push_back(h);
+    }
+    return waitAll(handles.data(), handles.size(), nullptr);
+  };
+  GC_CHECK(postAll(false));  // everyone arrived
+  return postAll(true);      // release them
+}
+
 PeerCounters Transport::totalCounters() const {
   PeerCounters total;
   for (int p = 0; p < size(); ++p) {

@@ -13,8 +13,11 @@
 // - Buffers stay owned by the caller and must stay valid until completion.
 // - wait/waitAll never spin forever: they yield the CPU, and a request still
 //   pending GRADCOMP_TIMEOUT_S after the last progress fails with Err::Timeout
-//   naming the peer; a dead peer fails with Err::RemoteError naming it. After an
-//   error the transport is broken: every later call fails with that first error.
+//   naming the peer; a dead peer fails with Err::RemoteError naming it. With a
+//   failure monitor (failure_monitor.h) both name the rank the communicator
+//   agreed on, and a verdict fails every pending and later operation at once.
+//   After an error the transport is broken: every later call fails with that
+//   first error.
 // - Counters count payload bytes of completed messages per peer.
 // - waitSeconds() is the time callers spent blocked in waitAll (wait and
 //   sendRecv included): the communication part of a collective's time.
@@ -23,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/status.h"
@@ -44,6 +48,11 @@ struct PeerCounters {
 
 using Handle = uint64_t;  // 0 is never a valid handle
 
+// Reserved for Transport::barrier (no collective step reaches it).
+constexpr uint64_t kBarrierTag = kTagMask - 1;
+
+class FailureMonitor;  // transport/failure_monitor.h
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -64,8 +73,19 @@ class Transport {
   virtual PeerCounters counters(int peer) const = 0;
   virtual void resetCounters() = 0;
 
+  // The communicator's failure monitor, shared by every transport wired
+  // through it (WAGMA's channels); null when there is none.
+  virtual std::shared_ptr<FailureMonitor> failureMonitor() const { return nullptr; }
+  // What the caller runs (static storage, e.g. an algorithm's registry name),
+  // named in failure messages: "... in dense (call 18, step 8)".
+  virtual void setActivity(const char* what) { activity_ = what; }
+  const char* activity() const { return activity_; }
+
   // Helpers over the primitives above.
   Status wait(Handle h, size_t* bytes = nullptr) { return waitAll(&h, 1, bytes); }
+  // Every rank has called it once all return Ok (zero-byte messages to rank
+  // 0 and back on `tag`); bounded and failed like any wait.
+  Status barrier(uint64_t tag = kBarrierTag);
   Status sendRecv(int dst, const void* sendBuf, size_t sendBytes, int src, void* recvBuf,
                   size_t recvCapacity, uint64_t tag, size_t* recvBytes = nullptr);
   PeerCounters totalCounters() const;
@@ -92,6 +112,7 @@ class Transport {
 
  private:
   double waitSeconds_ = 0;
+  const char* activity_ = "";
 };
 
 }  // namespace gradcomp::transport

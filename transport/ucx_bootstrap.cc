@@ -45,6 +45,7 @@ class UcxRendezvous final : public AddressExchange {
   int rank() const override { return info_.rank; }
   int size() const override { return info_.size; }
   Status allgather(const std::string& mine, std::vector<std::string>* all) override;
+  void abandon() override { abandoned_ = true; }
 
  private:
   struct Peer {  // an endpoint and the failure UCX reported for it
@@ -81,10 +82,11 @@ class UcxRendezvous final : public AddressExchange {
   ucp_listener_h listener_ = nullptr;
   std::vector<std::unique_ptr<Peer>> peers_;  // root: one per rank; client: [0] = root
   bool connected_ = false;  // client: one hello got through
+  bool abandoned_ = false;  // close without flushing
 };
 
 UcxRendezvous::~UcxRendezvous() {
-  for (auto& p : peers_) closePeer(p.get(), p->failed != UCS_OK);
+  for (auto& p : peers_) closePeer(p.get(), abandoned_ || p->failed != UCS_OK);
   if (listener_) ucp_listener_destroy(listener_);
   worker_.destroy();
 }

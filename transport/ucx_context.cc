@@ -1,13 +1,18 @@
 #include "transport/ucx_context.h"
 
 #include <poll.h>
+#include <ucs/debug/log_def.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "common/log.h"
 
@@ -33,7 +38,32 @@ const char* kindName(ContextKind kind) {
   return kind == ContextKind::Transport ? "transport" : "bootstrap";
 }
 
+std::atomic<bool> gQuietUcx{false};
+
+ucs_log_func_rc_t ucxLogHandler(const char* file, unsigned line, const char* /*function*/,
+                                ucs_log_level_t level, const ucs_log_component_config_t* /*comp*/,
+                                const char* format, va_list ap) {
+  if (!gQuietUcx.load(std::memory_order_relaxed) || level > UCS_LOG_LEVEL_WARN ||
+      level == UCS_LOG_LEVEL_FATAL)
+    return UCS_LOG_FUNC_RC_CONTINUE;  // UCX's own handler prints it
+  char text[512];
+  vsnprintf(text, sizeof text, format, ap);
+  GC_INFO(TRANSPORT, "UCX %s after a peer failure: %s (%s:%u)",
+          level <= UCS_LOG_LEVEL_ERROR ? "error" : "warning", text, file, line);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void installLogHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] { ucs_log_push_handler(ucxLogHandler); });
+}
+
 }  // namespace
+
+void quietLogsAfterFailure() {
+  installLogHandler();
+  gQuietUcx.store(true, std::memory_order_relaxed);
+}
 
 std::string statusText(ucs_status_t s) {
   return std::string(ucs_status_string(s)) + " (" + std::to_string(static_cast<int>(s)) + ")";
@@ -61,17 +91,26 @@ Status context(ContextKind kind, ucp_context_h* out) {
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   GC_REQUIRE(st == UCS_OK, Err::SystemError,
              "ucp_config_read failed: %s (check the UCX_* variables)", statusText(st).c_str());
+  std::vector<std::pair<const char*, const char*>> overrides;
   if (kind == ContextKind::Bootstrap) {
-    const char* overrides[][2] = {{"TLS", "tcp"}, {"NET_DEVICES", "all"}};
-    for (auto& kv : overrides) {
-      st = ucp_config_modify(config, kv[0], kv[1]);
-      if (st != UCS_OK) {
-        ucp_config_release(config);
-        return makeStatus(Err::SystemError, "bootstrap: cannot set UCX %s=%s: %s", kv[0], kv[1],
-                          statusText(st).c_str());
-      }
+    overrides = {{"TLS", "tcp"}, {"NET_DEVICES", "all"}};
+  } else if (!getenv("UCX_KEEPALIVE_INTERVAL")) {
+    // UCX's endpoint keepalive (every 20 s by default, PEER endpoints) is
+    // worker progress like any message, so a transport wait blocked on a
+    // stopped peer never saw GRADCOMP_TIMEOUT_S of silence once it was 20 s
+    // or more: the stop went unnoticed. Dead peers are found by the failure
+    // monitor instead (failure_monitor.h). A user's own value wins.
+    overrides = {{"KEEPALIVE_INTERVAL", "inf"}};
+  }
+  for (auto& kv : overrides) {
+    st = ucp_config_modify(config, kv.first, kv.second);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return makeStatus(Err::SystemError, "%s: cannot set UCX %s=%s: %s", kindName(kind), kv.first,
+                        kv.second, statusText(st).c_str());
     }
   }
+  installLogHandler();
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

@@ -23,6 +23,13 @@ namespace gradcomp::transport::ucx {
 enum class ContextKind { Transport, Bootstrap };
 Status context(ContextKind kind, ucp_context_h* out);
 
+// After a peer failure UCX's own warnings (unmatched messages at worker
+// destroy, endpoint errors during teardown) are noise that would end the
+// user's log after gradcomp's error: from the first failure on, UCX warnings
+// and errors go to gradcomp's log at INFO (TRANSPORT) instead of stderr.
+// Before any failure UCX prints as it always does. Process-wide, idempotent.
+void quietLogsAfterFailure();
+
 // "<ucs_status_string> (<code>)" for messages.
 std::string statusText(ucs_status_t s);
 

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "transport/failure_monitor.h"
 #include "transport/ucx_context.h"
 #include "transport/ucx_endpoints.h"
 #include "transport/ucx_request.h"
@@ -24,34 +25,44 @@ class UcxTransport final : public Transport {
 
   ~UcxTransport() override { shutdown(); }
 
-  Status init(AddressExchange& exchange, const std::string& errMode) {
+  Status init(AddressExchange& exchange, const std::string& errMode,
+              std::shared_ptr<FailureMonitor> shared) {
     GC_CHECK(worker_.create(ucx::ContextKind::Transport, "UCX transport"));
     std::string address;
     GC_CHECK(worker_.address(&address));
-    // Blob = host identity, NUL, worker address: peers learn who shares this
-    // host (and so may use shared memory) from the same exchange.
+    const bool ownMonitor = !shared;
+    monitor_ = ownMonitor ? FailureMonitor::prepare(rank_, size_, timeoutS_) : std::move(shared);
+    // Blob = host identity, NUL, monitor text, NUL, worker address (binary,
+    // last): peers learn who shares this host (and so may use shared memory)
+    // and how to reach the monitor from the same exchange.
     const std::string host = ucx::hostIdentity();
     std::vector<std::string> all;
-    GC_CHECK(exchange.allgather(host + '\0' + address, &all));
+    GC_CHECK(exchange.allgather(host + '\0' + (ownMonitor ? monitor_->blob() : "") + '\0' + address,
+                                &all));
     GC_REQUIRE(static_cast<int>(all.size()) == size_, Err::Internal,
                "address exchange returned %zu addresses for %d ranks", all.size(), size_);
-    std::vector<std::string> addresses(size_);
+    std::vector<std::string> addresses(size_), monitors(size_);
     std::vector<bool> sameHost(size_);
     for (int p = 0; p < size_; ++p) {
       const size_t nul = all[p].find('\0');
-      GC_REQUIRE(nul != std::string::npos && nul + 1 < all[p].size(), Err::RemoteError,
+      const size_t nul2 = nul == std::string::npos ? nul : all[p].find('\0', nul + 1);
+      GC_REQUIRE(nul2 != std::string::npos && nul2 + 1 < all[p].size(), Err::RemoteError,
                  "rank %d sent a malformed address blob (%zu bytes)", p, all[p].size());
       sameHost[p] = all[p].compare(0, nul, host) == 0;
-      addresses[p] = all[p].substr(nul + 1);
+      monitors[p] = all[p].substr(nul + 1, nul2 - nul - 1);
+      addresses[p] = all[p].substr(nul2 + 1);
     }
+    if (ownMonitor) monitor_->start(monitors, sameHost);
     return eps_.connect(worker_.get(), rank_, addresses, sameHost, errMode);
   }
+
+  std::shared_ptr<FailureMonitor> failureMonitor() const override { return monitor_; }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   Status isend(int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) override {
-    GC_CHECK(checkPost(peer, buf, bytes, out, "isend"));
+    GC_CHECK(checkPost(true, peer, tag, buf, bytes, out));
     ucp_ep_h ep = nullptr;
     GC_CHECK(eps_.get(peer, &ep));
     auto op = std::make_unique<Op>();
@@ -64,7 +75,7 @@ class UcxTransport final : public Transport {
   }
 
   Status irecv(int peer, uint64_t tag, void* buf, size_t capacity, Handle* out) override {
-    GC_CHECK(checkPost(peer, buf, capacity, out, "irecv"));
+    GC_CHECK(checkPost(false, peer, tag, buf, capacity, out));
     auto op = std::make_unique<Op>();
     op->peer = peer;
     op->tag = tag & kTagMask;
@@ -81,7 +92,8 @@ class UcxTransport final : public Transport {
                (unsigned long long)h);
     ucp_worker_progress(worker_.get());
     Status s = opError(*it->second);
-    if (!s.ok()) return fail(s, &h, 1);
+    if (!s.ok()) return fail(settleLink(*it->second, s), &h, 1);
+    if (monitor_->failed()) return fail(withContext(monitor_->verdict(), *it->second), &h, 1);
     if (it->second->done) {
       *done = true;
       if (bytes) *bytes = it->second->length;
@@ -105,12 +117,13 @@ class UcxTransport final : public Transport {
     ucx::Waiter waiter(worker_, spinUs_);
     size_t remaining = n;
     std::vector<bool> seen(n, false);
+    WaitingNote note(*monitor_);
     while (true) {
       bool advanced = waiter.progress();
       for (size_t i = 0; i < n; ++i) {
         if (seen[i]) continue;
         Status s = opError(*ops[i]);
-        if (!s.ok()) return fail(s, handles, n);
+        if (!s.ok()) return fail(settleLink(*ops[i], s), handles, n);
         if (ops[i]->done) {
           seen[i] = true;
           --remaining;
@@ -119,19 +132,24 @@ class UcxTransport final : public Transport {
         }
       }
       if (remaining == 0) break;
+      const Op& pending = **std::find_if(ops.begin(), ops.end(), [](Op* o) { return !o->done; });
+      // A failure the communicator agreed on ends every wait at once.
+      if (monitor_->failed()) return fail(withContext(monitor_->verdict(), pending), handles, n);
       if (advanced) {
         waiter.noteProgress();
         continue;
       }
-      if (waiter.sinceProgress() >= timeoutS_) {
-        const Op& op = **std::find_if(ops.begin(), ops.end(), [](Op* o) { return !o->done; });
-        return fail(makeStatus(Err::Timeout,
-                               "no progress from peer %d for %.1f s (GRADCOMP_TIMEOUT_S) while "
-                               "%s %zu bytes (tag %#llx)",
-                               op.peer, timeoutS_, op.isSend ? "sending" : "receiving", op.bytes,
-                               (unsigned long long)op.tag),
-                    handles, n);
+      const double silent = waiter.sinceProgress();
+      if (silent >= timeoutS_) {
+        const Status own = makeStatus(Err::Timeout,
+                                      "no progress from %s for %.1f s (GRADCOMP_TIMEOUT_S) while %s",
+                                      monitor_->who(pending.peer).c_str(), silent,
+                                      describe(pending).c_str());
+        const Status agreed =
+            monitor_->settle(pending.peer, monitor::SuspectKind::Silent, silent, own);
+        return fail(monitor_->failed() ? withContext(monitor_->verdict(), pending) : agreed, handles, n);
       }
+      note.waitingOn(pending.peer);
       waiter.idle();
     }
     for (size_t i = 0; i < n; ++i) complete(ops_.find(handles[i]));
@@ -151,7 +169,8 @@ class UcxTransport final : public Transport {
  private:
   using OpMap = std::unordered_map<Handle, std::unique_ptr<Op>>;
 
-  Status checkPost(int peer, const void* buf, size_t bytes, Handle* out, const char* what) {
+  Status checkPost(bool isSend, int peer, uint64_t tag, const void* buf, size_t bytes, Handle* out) {
+    const char* what = isSend ? "isend" : "irecv";
     GC_REQUIRE(out, Err::InvalidArgument, "%s: null handle pointer", what);
     *out = 0;
     if (!broken_.ok()) return broken_;
@@ -159,13 +178,68 @@ class UcxTransport final : public Transport {
                what, peer, size_);
     GC_REQUIRE(buf || bytes == 0, Err::InvalidArgument, "%s: null buffer for %zu bytes", what,
                bytes);
-    if (peer != rank_ && eps_.failure(peer) != UCS_OK) return fail(peerFailed(peer, nullptr), nullptr, 0);
+    const std::string doing = "was about to start " + describe(isSend, peer, tag, bytes);
+    if (monitor_->failed()) return fail(withContext(monitor_->verdict(), doing), nullptr, 0);
+    if (peer != rank_ && eps_.failure(peer) != UCS_OK) {
+      const Status agreed =
+          monitor_->settle(peer, monitor::SuspectKind::Link, 0, peerFailed(peer, nullptr));
+      return fail(monitor_->failed() ? withContext(monitor_->verdict(), doing) : agreed, nullptr, 0);
+    }
     return Status::Ok();
+  }
+
+  // Publishes the peer a wait is blocked on (for the monitor root's probes)
+  // and clears it when the wait ends.
+  class WaitingNote {
+   public:
+    explicit WaitingNote(FailureMonitor& m) : m_(m) {}
+    ~WaitingNote() {
+      if (peer_ >= 0) m_.noteWaiting(-1);
+    }
+    void waitingOn(int peer) {
+      if (peer != peer_) m_.noteWaiting(peer_ = peer);
+    }
+
+   private:
+    FailureMonitor& m_;
+    int peer_ = -1;
+  };
+
+  // "receiving 3328 bytes from rank 3 in dense (call 18, step 8; tag 0x1200008)"
+  std::string describe(const Op& op) const {
+    return describe(op.isSend, op.peer, op.tag, op.bytes);
+  }
+  std::string describe(bool isSend, int peer, uint64_t tag, size_t bytes) const {
+    tag &= kTagMask;
+    char text[320];
+    snprintf(text, sizeof text, "%s %zu bytes %s rank %d%s%s (call %llu, step %llu; tag %#llx)",
+             isSend ? "sending" : "receiving", bytes, isSend ? "to" : "from", peer,
+             activity()[0] ? " in " : "", activity(), (unsigned long long)(tag >> 20),
+             (unsigned long long)(tag & 0xFFFFF), (unsigned long long)tag);
+    return text;
+  }
+
+  // The agreed failure, with what this rank was doing when it learnt it.
+  Status withContext(const Status& verdict, const Op& op) const {
+    return withContext(verdict, "was " + describe(op));
+  }
+  Status withContext(const Status& verdict, const std::string& doing) const {
+    return Status(verdict.code(), verdict.message() + "; rank " + std::to_string(rank_) + " " + doing);
+  }
+
+  // UCX reported the link to op's peer broken: a suspicion the monitor
+  // settles (the peer may be alive and have closed its side after failing
+  // itself). Other errors (a truncated message) are this rank's own finding.
+  Status settleLink(const Op& op, const Status& s) {
+    if (op.done && op.status == UCS_ERR_MESSAGE_TRUNCATED) return s;
+    Status agreed = monitor_->settle(op.peer, monitor::SuspectKind::Link, 0, s);
+    return monitor_->failed() ? withContext(monitor_->verdict(), op) : agreed;
   }
 
   Status admit(std::unique_ptr<Op> op, Handle* out) {
     Status s = opError(*op);
     if (!s.ok()) {
+      s = settleLink(*op, s);
       freeOrKeep(std::move(op));
       return fail(s, nullptr, 0);
     }
@@ -177,10 +251,11 @@ class UcxTransport final : public Transport {
   Status peerFailed(int peer, const Op* op) const {
     const ucs_status_t st = op && op->status != UCS_OK ? op->status : eps_.failure(peer);
     if (!op)
-      return makeStatus(Err::RemoteError, "peer %d failed: %s", peer, ucx::statusText(st).c_str());
-    return makeStatus(Err::RemoteError, "peer %d failed: %s while %s %zu bytes (tag %#llx)", peer,
-                      ucx::statusText(st).c_str(), op->isSend ? "sending" : "receiving",
-                      op->bytes, (unsigned long long)op->tag);
+      return makeStatus(Err::RemoteError, "the link to %s failed: %s", monitor_->who(peer).c_str(),
+                        ucx::statusText(st).c_str());
+    return makeStatus(Err::RemoteError, "the link to %s failed: %s while %s",
+                      monitor_->who(peer).c_str(), ucx::statusText(st).c_str(),
+                      describe(*op).c_str());
   }
 
   // The error of one operation: its own UCX status, or its peer's endpoint
@@ -246,6 +321,7 @@ class UcxTransport final : public Transport {
   Status fail(const Status& s, const Handle* handles, size_t n) {
     if (broken_.ok()) {
       broken_ = s;
+      ucx::quietLogsAfterFailure();
       GC_INFO(TRANSPORT, "UCX transport rank %d broken: %s", rank_, s.toString().c_str());
     }
     for (size_t i = 0; i < n; ++i) {
@@ -258,7 +334,7 @@ class UcxTransport final : public Transport {
   void shutdown() {
     if (!worker_.get()) return;
     while (!ops_.empty()) abandon(ops_.begin());
-    eps_.close(!broken_.ok(), std::min(timeoutS_, 5.0));
+    eps_.close(!broken_.ok() || (monitor_ && monitor_->failed()), std::min(timeoutS_, 5.0));
     for (int i = 0; i < 100 && !zombies_.empty(); ++i) {
       ucp_worker_progress(worker_.get());
       sweepZombies();
@@ -272,6 +348,7 @@ class UcxTransport final : public Transport {
   const int spinUs_;
   ucx::Worker worker_;
   ucx::Endpoints eps_;
+  std::shared_ptr<FailureMonitor> monitor_;  // never null after init
   Status broken_;
   Handle nextHandle_ = 1;
   OpMap ops_;
@@ -293,7 +370,7 @@ Status createUcxTransport(AddressExchange& exchange, const UcxOptions& options,
   GC_REQUIRE(size >= 1 && rank >= 0 && rank < size, Err::InvalidArgument,
              "createUcxTransport: rank %d / size %d from the address exchange", rank, size);
   auto t = std::make_unique<UcxTransport>(rank, size, timeoutS, static_cast<int>(spinUs));
-  GC_CHECK(t->init(exchange, errMode));
+  GC_CHECK(t->init(exchange, errMode, options.monitor));
   *out = std::move(t);
   return Status::Ok();
 }

@@ -10,13 +10,19 @@
 
 namespace gradcomp::transport {
 
+class FailureMonitor;
+
 struct UcxOptions {
   double timeoutS = -1;  // < 0: GRADCOMP_TIMEOUT_S
   int spinUs = -1;       // < 0: GRADCOMP_WAIT_SPIN_US
+  // The communicator's failure monitor, for a transport between the same
+  // ranks (WAGMA's channels); null: the transport wires its own through the
+  // same exchange (transport/failure_monitor.h).
+  std::shared_ptr<FailureMonitor> monitor;
 };
 
-// Collective over `exchange`: creates a worker, exchanges worker addresses,
-// connects to every peer.
+// Collective over `exchange`: creates a worker, exchanges worker addresses
+// (and the failure monitor's), connects to every peer.
 Status createUcxTransport(AddressExchange& exchange, const UcxOptions& options,
                           std::unique_ptr<Transport>* out);
 

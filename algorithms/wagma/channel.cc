@@ -63,7 +63,11 @@ class TransportExchange final : public transport::AddressExchange {
 ChannelFactory ucxChannelFactory() {
   return [](Context& ctx, std::unique_ptr<transport::Transport>* out) -> Status {
     TransportExchange exchange(ctx.net, ctx.callSeq);
-    GC_CHECK(transport::createUcxTransport(exchange, transport::UcxOptions{}, out));
+    // Same ranks, same failure monitor: a verdict ends the channel's waits too.
+    transport::UcxOptions options;
+    options.monitor = ctx.net.failureMonitor();
+    GC_CHECK(transport::createUcxTransport(exchange, options, out));
+    (*out)->setActivity("wagma (wait-avoiding stream)");
     return Status::Ok();
   };
 }

@@ -6,6 +6,7 @@
 
 #include "algorithms/wagma/group_sum.h"
 #include "common/log.h"
+#include "transport/failure_monitor.h"
 
 namespace gradcomp::algo::wagma {
 namespace {
@@ -159,6 +160,13 @@ void WaitAvoidingStream::run() {
     idleUs = std::min(idleUs * 2, kMaxIdleUs);
   }
   std::lock_guard<std::mutex> chan(chan_);
+  if (s.ok()) {
+    // A stream that failed (in the caller's progress) or whose ranks agreed
+    // on a failure says no farewell: that would wait for partners that may
+    // be gone, a second deadline after the first.
+    std::lock_guard<std::mutex> lock(mu_);
+    s = error_;
+  }
   if (s.ok()) s = farewell();
   for (transport::Handle h : actRecv_)
     if (h) net_->cancel(h);
@@ -243,13 +251,18 @@ Status WaitAvoidingStream::farewell() {
     for (transport::Handle h : actRecv_) all = all && h == 0;
     if (all) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      for (size_t i = 0; i < actPeers_.size(); ++i)
-        if (actRecv_[i])
-          return makeStatus(Err::Timeout,
-                            "wagma shutdown: peer %d did not close its stream within %.1f s "
-                            "(GRADCOMP_TIMEOUT_S); did the ranks make different numbers of "
-                            "calls?",
-                            actPeers_[i], timeoutS);
+      for (size_t i = 0; i < actPeers_.size(); ++i) {
+        if (!actRecv_[i]) continue;
+        const Status own = makeStatus(Err::Timeout,
+                                      "wagma shutdown: peer %d did not close its stream within "
+                                      "%.1f s (GRADCOMP_TIMEOUT_S); did the ranks make different "
+                                      "numbers of calls?",
+                                      actPeers_[i], timeoutS);
+        // The communicator's failure monitor says whether that partner is gone.
+        const std::shared_ptr<transport::FailureMonitor> m = net_->failureMonitor();
+        return m ? m->settle(actPeers_[i], transport::monitor::SuspectKind::Silent, timeoutS, own)
+                 : own;
+      }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(idleUs));  // bounded poll
     idleUs = std::min(idleUs * 2, kMaxIdleUs);

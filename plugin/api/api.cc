@@ -61,13 +61,17 @@ Status destroy(gcComm_t comm) {
   if (!comm) return Status::Ok();
   std::unique_ptr<gcComm> owned(comm);
   // Wait until every rank is here before tearing endpoints down, so no peer
-  // still expects traffic from us: a collective of the bootstrap works as a
-  // barrier. A failure is reported, the resources are released anyway.
+  // still expects traffic from us. The barrier runs on the transport, so it
+  // shares its deadline and failure handling: on a communicator that already
+  // failed it returns that failure at once, and a rank that dies meanwhile
+  // ends it through the failure monitor. A failure is reported, the resources
+  // are released anyway.
   Status barrier;
-  if (owned->bootstrap && owned->net) {
-    std::vector<std::string> all;
-    barrier = owned->bootstrap->allgather("", &all);
+  if (owned->net) {
+    owned->net->setActivity("gcCommDestroy");
+    barrier = owned->net->barrier();
   }
+  if (!barrier.ok() && owned->bootstrap) owned->bootstrap->abandon();
   owned->algorithms.clear();
   owned->errorFeedback.reset();
   if (owned->dev) (void)owned->dev->sync();  // deferred releases
@@ -158,6 +162,7 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   args.op = RedOp(op);
   args.bufferKey = bufferKey ? bufferKey : reinterpret_cast<uintptr_t>(recvbuf);
   algo::Context ctx{*comm->net, *comm->dev, cfg.overrides, comm->callSeq++};
+  comm->net->setActivity(cfg.info->name.c_str());
   // The call's GRADCOMP_EF (config override, else registry) decides.
   GC_CHECK(algo::ErrorFeedbackStore::forCall(comm->errorFeedback.get(), cfg.overrides,
                                              &ctx.errorFeedback));

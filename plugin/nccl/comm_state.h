@@ -78,6 +78,7 @@ struct CommState {
   bool failed = false;
   ncclResult_t failedCode = ncclSuccess;
   std::string failedMessage;
+  int failedRank = -1;  // the rank the failure monitor agreed on; -1: none named
   CommStats stats;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 };

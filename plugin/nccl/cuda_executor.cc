@@ -35,6 +35,7 @@
 #include "device/cuda/host_ordered_backend.h"
 #include "device/cuda/stream_stage.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
+#include "transport/failure_monitor.h"
 
 namespace gradcomp::nccl {
 namespace {
@@ -94,6 +95,7 @@ class CudaExecutor final : public Executor {
           args.sendBuf = staging;
           args.recvBuf = staging;
           algo::Context ctx{*job.net, *dev, *job.config, job.callSeq, job.errorFeedback};
+          if (job.algorithmName) job.net->setActivity(job.algorithmName);
           GC_CHECK(job.algorithm->allreduce(ctx, args));
           *outBytes = stagedBytes;
           return Status::Ok();
@@ -132,10 +134,15 @@ class CudaExecutor final : public Executor {
       GC_CHECK(param::getDouble(param::Id::TIMEOUT_S, &timeoutS));
       auto proxy = std::make_unique<CommProxy>();
       proxy->side = std::make_unique<StageAdapter>(std::move(stage));
+      ProxyWatch watch;
+      if (std::shared_ptr<transport::FailureMonitor> m = net->failureMonitor()) {
+        watch.agreedFailure = [m] { return m->verdict(); };
+        watch.reportOwnFailure = [m](const Status& s) { m->reportSelf(s); };
+      }
       proxy->engine = std::make_unique<ProxyEngine>(
           *proxy->side, "rank " + std::to_string(net->rank()) + " of " +
                             std::to_string(net->size()),
-          timeoutS);
+          timeoutS, std::move(watch));
       it = comms_.emplace(net, std::move(proxy)).first;
     }
     *out = it->second->engine.get();

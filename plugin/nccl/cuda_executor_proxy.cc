@@ -35,8 +35,8 @@ bool pollUntil(Cond cond, Stop stop, double timeoutS) {
 
 }  // namespace
 
-ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS)
-    : side_(side), name_(std::move(name)), timeoutS_(timeoutS) {
+ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch)
+    : side_(side), name_(std::move(name)), timeoutS_(timeoutS), watch_(std::move(watch)) {
   thread_ = std::thread([this] { proxyLoop(); });
 }
 
@@ -61,8 +61,10 @@ Status ProxyEngine::waitSlotFree(int slot, uint64_t seq) {
   if (seq < uint64_t(depth)) return Status::Ok();
   const uint64_t previous = seq - depth + 1;  // flag value of the slot's last user
   Slot* s = side_.slot(slot);
+  Status agreed;
   const bool freed = pollUntil([&] { return loadAcquire(&s->released) >= previous; },
-                               [] { return false; }, timeoutS_);
+                               [&] { return !(agreed = agreedFailure()).ok(); }, timeoutS_);
+  if (!freed && !agreed.ok()) return agreed;
   GC_REQUIRE(freed, Err::Timeout,
              "CUDA executor (%s): all %d slots still in flight after GRADCOMP_TIMEOUT_S = %g s "
              "(the stream has not finished call %llu)",
@@ -101,17 +103,27 @@ Status ProxyEngine::submit(const void* src, size_t bytes, void* dst, size_t outC
 
 Status ProxyEngine::waitReady(const Pending& p) {
   Slot* s = side_.slot(p.slot);
+  Status agreed;
   const bool ready = pollUntil([&] { return loadAcquire(&s->ready) >= p.seq + 1; },
-                               [&] { return abort_.load(); }, timeoutS_);
+                               [&] { return abort_.load() || !(agreed = agreedFailure()).ok(); },
+                               timeoutS_);
   if (ready) return Status::Ok();
+  if (!agreed.ok()) return agreed;
   if (abort_) {
     return makeStatus(Err::Internal, "CUDA executor (%s): call %llu aborted at shutdown before "
                       "its stream reached it", name_.c_str(), (unsigned long long)p.seq);
   }
-  return makeStatus(Err::Timeout,
-                    "CUDA executor (%s): the stream did not reach call %llu within "
-                    "GRADCOMP_TIMEOUT_S = %g s (is the GPU stream blocked?)",
-                    name_.c_str(), (unsigned long long)p.seq, timeoutS_);
+  // This rank's own failure: the peers waiting for it learn it as the verdict.
+  Status own = makeStatus(Err::Timeout,
+                          "CUDA executor (%s): the stream did not reach call %llu within "
+                          "GRADCOMP_TIMEOUT_S = %g s (is the GPU stream blocked?)",
+                          name_.c_str(), (unsigned long long)p.seq, timeoutS_);
+  if (watch_.reportOwnFailure) watch_.reportOwnFailure(own);
+  return own;
+}
+
+Status ProxyEngine::agreedFailure() const {
+  return watch_.agreedFailure ? watch_.agreedFailure() : Status::Ok();
 }
 
 Status ProxyEngine::runOne(Pending& p, size_t* outBytes) {

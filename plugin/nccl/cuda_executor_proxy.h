@@ -53,6 +53,15 @@ class StreamSide {
   virtual Status enqueueStageOut(int i, uint64_t seq, void* dst, void* stream) = 0;
 };
 
+// The communicator's failure monitor, seen through two callbacks (either may
+// be empty): a failure the ranks agreed on ends the proxy's waits for the
+// stream at once instead of after their own timeout, and a failure of this
+// rank's own (the stream never reached a call) is reported to the others.
+struct ProxyWatch {
+  std::function<Status()> agreedFailure;             // Ok while there is none
+  std::function<void(const Status&)> reportOwnFailure;
+};
+
 class ProxyEngine {
  public:
   // Runs on the proxy thread with the staged bytes (in place); sets *outBytes
@@ -60,7 +69,7 @@ class ProxyEngine {
   using Job = std::function<Status(void* staging, size_t stagedBytes, size_t* outBytes)>;
 
   // name: for messages ("communicator #3"); timeoutS: GRADCOMP_TIMEOUT_S.
-  ProxyEngine(StreamSide& side, std::string name, double timeoutS);
+  ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch = {});
   ~ProxyEngine();  // shutdown(false)
   ProxyEngine(const ProxyEngine&) = delete;
   ProxyEngine& operator=(const ProxyEngine&) = delete;
@@ -91,12 +100,14 @@ class ProxyEngine {
   void proxyLoop();
   Status runOne(Pending& p, size_t* outBytes);
   Status waitReady(const Pending& p);
+  Status agreedFailure() const;
   Status waitSlotFree(int slot, uint64_t seq);
   void fail(const Status& s);
 
   StreamSide& side_;
   const std::string name_;
   const double timeoutS_;
+  const ProxyWatch watch_;
   uint64_t nextSeq_ = 0;  // calling thread only (the interposer serializes a comm)
 
   mutable std::mutex mu_;

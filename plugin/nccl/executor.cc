@@ -13,6 +13,7 @@ class HostExecutor : public Executor {
                "host executor: incomplete CompressedCall");
     algo::Context ctx{*call.net, device::cpuBackend(), *call.config, call.callSeq,
                       call.errorFeedback};
+    if (call.algorithmName) call.net->setActivity(call.algorithmName);
     return call.algorithm->allreduce(ctx, call.args);
   }
 };

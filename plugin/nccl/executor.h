@@ -18,6 +18,7 @@ namespace gradcomp::nccl {
 struct CompressedCall {
   algo::AllreduceArgs args;
   algo::Algorithm* algorithm = nullptr;
+  const char* algorithmName = nullptr;  // for failure messages (static storage)
   transport::Transport* net = nullptr;
   const param::Overrides* config = nullptr;
   uint64_t callSeq = 0;

@@ -11,6 +11,7 @@
 #include "plugin/nccl/real_nccl.h"
 #include "plugin/nccl/stats.h"
 #include "plugin/nccl/wiring.h"
+#include "transport/failure_monitor.h"
 
 namespace gradcomp::nccl {
 namespace {
@@ -68,6 +69,9 @@ ncclResult_t toNccl(Err e) {
 void markFailed(CommState& st, const Status& s) {
   if (st.failed) return;
   st.failed = true;
+  if (st.net)
+    if (std::shared_ptr<transport::FailureMonitor> m = st.net->failureMonitor())
+      st.failedRank = m->failedRank();
   st.failedCode = toNccl(s.code());
   st.failedMessage = "gradcomp: compressed allreduce failed on communicator #" +
                      std::to_string(st.id.index) + " (rank " + std::to_string(st.rank) + "/" +
@@ -102,6 +106,7 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
   CompressedCall call;
   call.args = args;
   call.algorithm = rt->algorithm.get();
+  call.algorithmName = rt->algoName.c_str();
   call.net = st.net.get();
   call.config = &rt->config;
   call.callSeq = st.callSeq++;
@@ -193,6 +198,11 @@ void onCommGone(ncclComm_t comm, const char* how) {
   if (!st) return;
   {
     std::lock_guard<std::mutex> lock(st->mu);
+    // The stats file records a failure the ranks agreed on, even one that
+    // happened between this rank's calls.
+    if (!st->failed && st->net)
+      if (std::shared_ptr<transport::FailureMonitor> m = st->net->failureMonitor(); m && m->failed())
+        markFailed(*st, m->verdict());
     if (Executor* e = st->net ? cudaExecutor() : nullptr) e->release(st->net.get(), std::string(how) == "abort");
     unwireCommunicator(*st);
     if (policy().enabled()) GC_INFO(PLUGIN, "%s", statsLine(*st, how).c_str());
@@ -270,6 +280,11 @@ ncclResult_t getAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
       Status s = e->asyncError(st->net.get());
       if (!s.ok()) markFailed(*st, s);
     }
+    // A peer failure the ranks agreed on, also between calls: an application
+    // polling ncclCommGetAsyncError (PyTorch's watchdog) learns it at once.
+    if (!st->failed && st->net)
+      if (std::shared_ptr<transport::FailureMonitor> m = st->net->failureMonitor(); m && m->failed())
+        markFailed(*st, m->verdict());
     if (st->failed) *asyncError = st->failedCode;
   }
   return rc;

@@ -55,6 +55,7 @@ std::string statsJson(const CommState& st) {
      << ", \"disabled_kind\": " << jsonString(st.disabledKind)
      << ", \"disabled_reason\": " << jsonString(st.disabledWhy)
      << ", \"failed\": " << (st.failed ? jsonString(st.failedMessage) : "null")
+     << ", \"failed_rank\": " << (st.failedRank >= 0 ? std::to_string(st.failedRank) : "null")
      << ", \"calls_compressed\": " << s.compressedCalls << ", \"calls_passed\": " << s.passedCalls
      << ", \"logical_bytes\": " << s.compressedLogicalBytes << ", \"wire_bytes\": " << s.wireBytes
      << ", \"ratio\": " << ratio(s.compressedLogicalBytes, s.wireBytes)

@@ -15,6 +15,7 @@
 #include "plugin/net/net_common.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "transport/bootstrap_wire.h"
+#include "transport/monitor_wire.h"
 
 using namespace gradcomp;
 using Bytes = std::vector<uint8_t>;
@@ -201,6 +202,46 @@ void bootstrapWire() {
   seed("table", true, 3, 1, packTable(1, {"addr0", "", "address-2"}));
 }
 
+void monitorWire() {
+  using namespace transport::monitor;
+  auto seed = [&](const char* name, bool text, int rank, const std::string& bytes) {
+    Bytes out;
+    putUint(&out, text, 1);
+    putUint(&out, rank, 1);
+    write("monitor_wire", name, cat(out, Bytes(bytes.begin(), bytes.end())));
+  };
+  RankInfo root;
+  root.enabled = true;
+  root.pid = 4242;
+  root.host = "node7";
+  root.port = 29600;
+  root.token = 0x1234abcd5678ull;
+  root.addrs = {"10.0.0.1", "192.168.5.3"};
+  seed("info_root", true, 0, packInfo(root));
+  RankInfo off;
+  off.pid = 17;
+  off.host = "node8";
+  seed("info_off", true, 3, packInfo(off));
+  Message hello;
+  hello.type = MsgType::Hello;
+  hello.rank = 3;
+  hello.token = root.token;
+  Message suspect;
+  suspect.type = MsgType::Suspect;
+  suspect.rank = 2;
+  suspect.kind = uint8_t(SuspectKind::Silent);
+  suspect.token = 1;
+  suspect.seconds = 20;
+  suspect.text = "no progress from rank 2 for 20.0 s";
+  Message verdict;
+  verdict.type = MsgType::Verdict;
+  verdict.rank = 2;
+  verdict.kind = uint8_t(Err::RemoteError);
+  verdict.text = "connection closed";
+  seed("records", false, 0, encode(hello) + encode(suspect) + encode(verdict));
+  seed("partial", false, 0, encode(verdict).substr(0, 9));
+}
+
 void configFile() {
   auto seed = [&](const char* name, const std::string& text) {
     write("config_file", name, Bytes(text.begin(), text.end()));
@@ -241,6 +282,7 @@ int main(int argc, char** argv) {
   signPayload(dev);
   fftPayload(dev);
   bootstrapWire();
+  monitorWire();
   configFile();
   netHandle();
   return 0;

@@ -30,19 +30,22 @@ struct SharedRank {
   int pid;
   int errorCode, okCalls, wrongCalls;
   double failSeconds;
-  char message[512];
+  double failedAt, doneAt;  // steady-clock seconds (CLOCK_MONOTONIC: the same in every process)
+  char message[1024];
   char firstWrong[256];
 };
 struct Shared {
   SharedRank ranks[kMaxRanks];
   std::atomic<int> survivorsDone;
   uint64_t faultAtOp;
+  double faultAt;  // steady-clock seconds when the faulty rank raised its signal
 };
 
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+double clockSeconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 uint64_t mix(uint64_t x) {  // splitmix64 finalizer
   x += 0x9E3779B97F4A7C15ull;
@@ -118,6 +121,8 @@ int rankBody(const Plan& p, int rank) {
   if (s.ok() && faultyRank) {
     auto wrapper = std::make_unique<FaultyTransport>(std::move(net), p.c.fault, mix(p.c.seed + 7));
     faulty = wrapper.get();
+    Shared* shared = p.shared;
+    faulty->onFire([shared] { shared->faultAt = clockSeconds(); });
     net = std::move(wrapper);
   }
   const algo::AlgorithmInfo* info = algo::findAlgorithm(p.c.algorithm);
@@ -169,10 +174,12 @@ int rankBody(const Plan& p, int rank) {
     args.bufferKey = 7;
     algo::Context ctx{*net, device::cpuBackend(), config, uint64_t(call)};
     ctx.errorFeedback = store.get();
+    net->setActivity(info->name.c_str());
     const auto t0 = Clock::now();
     s = algorithm->allreduce(ctx, args);
     const double took = secondsSince(t0);
     if (!s.ok()) {
+      me.failedAt = clockSeconds();
       me.errorCode = int(s.code());
       me.failSeconds = took;
       copyText(me.message, sizeof me.message, s.toString());
@@ -189,7 +196,19 @@ int rankBody(const Plan& p, int rank) {
     if (++me.wrongCalls == 1)
       copyText(me.firstWrong, sizeof me.firstWrong, "call " + std::to_string(call) + ": " + why);
   }
-  if (!faultyRank) survivorEpilogue(p, rank);
+  if (faultyRank) return 0;
+  // After a kill or stop a survivor tears down at once (its WAGMA streams
+  // included), as a process that exits would: that must not wait for the
+  // failed rank a second time.
+  if (killOrStop) {
+    if (me.errorCode) ex->abandon();  // as gcCommDestroy does after a failure
+    algorithm.reset();
+    store.reset();
+    net.reset();
+    ex.reset();
+    me.doneAt = clockSeconds();
+  }
+  survivorEpilogue(p, rank);
   return 0;
 }
 
@@ -199,16 +218,88 @@ std::string FaultResult::summary() const {
   std::string text;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankOutcome& o = ranks[r];
-    char line[900];
+    char line[1000], timing[96] = "";
+    if (o.detectSeconds >= 0)
+      std::snprintf(timing, sizeof timing, "; failed %.2f s after the fault, torn down after %.2f s",
+                    o.detectSeconds, o.teardownSeconds);
     std::snprintf(line, sizeof line,
-                  "  rank %zu%s: exit %d signal %d%s, %d ok calls (%d wrong), %s%s (%.2f s)%s%s\n", r,
+                  "  rank %zu%s: exit %d signal %d%s, %d ok calls (%d wrong), %s%s (%.2f s%s)%s%s\n", r,
                   o.faulty ? " (faulty)" : "", o.exitCode, o.signal, o.hung ? " HUNG" : "",
                   o.okCalls, o.wrongCalls, o.errorCode ? "error: " : "no error",
-                  o.message.c_str(), o.failSeconds, o.firstWrong.empty() ? "" : "; wrong: ",
+                  o.message.c_str(), o.failSeconds, timing, o.firstWrong.empty() ? "" : "; wrong: ",
                   o.firstWrong.c_str());
     text += line;
   }
   return text;
+}
+
+namespace {
+
+// A FaultResult in shared memory, written by a case's own process.
+struct CaseRecord {
+  int nranks, faultyRank;
+  uint64_t count, faultAtOp;
+  double seconds;
+  struct Rank {
+    int faulty, exitCode, signal, hung, errorCode, okCalls, wrongCalls;
+    double failSeconds, detectSeconds, teardownSeconds;
+    char message[1024], firstWrong[256];
+  } ranks[kMaxRanks];
+};
+
+}  // namespace
+
+std::vector<FaultResult> runFaultCases(const std::vector<FaultCase>& cases, int parallel) {
+  std::vector<std::vector<char>> records;
+  const std::vector<RankExit> exits = runConcurrently(
+      int(cases.size()), parallel, sizeof(CaseRecord),
+      [&](int i, void* memory) {
+        const FaultResult r = runFaultCase(cases[size_t(i)]);
+        auto* rec = static_cast<CaseRecord*>(memory);
+        rec->nranks = int(std::min<size_t>(r.ranks.size(), kMaxRanks));
+        rec->faultyRank = r.faultyRank;
+        rec->count = r.count;
+        rec->faultAtOp = r.faultAtOp;
+        rec->seconds = r.seconds;
+        for (int k = 0; k < rec->nranks; ++k) {
+          const RankOutcome& o = r.ranks[size_t(k)];
+          CaseRecord::Rank& d = rec->ranks[k];
+          d = {o.faulty, o.exitCode, o.signal, o.hung, o.errorCode, o.okCalls, o.wrongCalls,
+               o.failSeconds, o.detectSeconds, o.teardownSeconds, {}, {}};
+          copyText(d.message, sizeof d.message, o.message);
+          copyText(d.firstWrong, sizeof d.firstWrong, o.firstWrong);
+        }
+        return 0;
+      },
+      &records);
+  std::vector<FaultResult> results(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (exits[i].exitCode != 0 || exits[i].signal) continue;  // no ranks: the case process failed
+    const auto* rec = reinterpret_cast<const CaseRecord*>(records[i].data());
+    FaultResult& r = results[i];
+    r.faultyRank = rec->faultyRank;
+    r.count = rec->count;
+    r.faultAtOp = rec->faultAtOp;
+    r.seconds = rec->seconds;
+    for (int k = 0; k < rec->nranks; ++k) {
+      const CaseRecord::Rank& d = rec->ranks[k];
+      RankOutcome o;
+      o.faulty = d.faulty;
+      o.exitCode = d.exitCode;
+      o.signal = d.signal;
+      o.hung = d.hung;
+      o.errorCode = d.errorCode;
+      o.okCalls = d.okCalls;
+      o.wrongCalls = d.wrongCalls;
+      o.failSeconds = d.failSeconds;
+      o.detectSeconds = d.detectSeconds;
+      o.teardownSeconds = d.teardownSeconds;
+      o.message = d.message;
+      o.firstWrong = d.firstWrong;
+      r.ranks.push_back(o);
+    }
+  }
+  return results;
 }
 
 FaultResult runFaultCase(const FaultCase& c) {
@@ -223,15 +314,10 @@ FaultResult runFaultCase(const FaultCase& c) {
   result.count = plan.count;
 
   std::map<std::string, std::string> env = {{"GRADCOMP_TIMEOUT_S", std::to_string(c.timeoutS)}};
-  if (c.fault == FaultKind::Kill) {
-    // TCP with peer error handling: the death is detected at once (RemoteError).
-    env["UCX_TLS"] = "tcp,self";
-    env["GRADCOMP_UCX_ERR_MODE"] = "PEER";
-  } else {
-    // Shared memory: a stopped or misbehaving peer is caught by the timeout or by checks.
-    env["UCX_TLS"] = "sm,self";
-    env["GRADCOMP_UCX_ERR_MODE"] = "NONE";
-  }
+  // TCP with UCX peer error handling, or shared memory (where UCX cannot
+  // report a dead peer: only the failure monitor or the timeout can).
+  env["UCX_TLS"] = !c.tls.empty() ? c.tls : c.fault == FaultKind::Kill ? "tcp,self" : "sm,self";
+  env["GRADCOMP_UCX_ERR_MODE"] = env["UCX_TLS"] == "tcp,self" ? "PEER" : "NONE";
   const double deadline = 15 + (c.calls + c.extraCalls) * 1.0 + 6 * c.timeoutS;
   const auto t0 = Clock::now();
   const std::vector<RankExit> exits =
@@ -248,6 +334,8 @@ FaultResult runFaultCase(const FaultCase& c) {
     o.errorCode = s.errorCode;
     o.message = s.message;
     o.failSeconds = s.failSeconds;
+    if (shared->faultAt > 0 && s.failedAt > 0) o.detectSeconds = s.failedAt - shared->faultAt;
+    if (shared->faultAt > 0 && s.doneAt > 0) o.teardownSeconds = s.doneAt - shared->faultAt;
     o.okCalls = s.okCalls;
     o.wrongCalls = s.wrongCalls;
     o.firstWrong = s.firstWrong;

@@ -22,6 +22,7 @@ FaultyTransport::FaultyTransport(std::unique_ptr<transport::Transport> inner, Fa
     : inner_(std::move(inner)), kind_(kind), rng_(seed) {}
 
 void FaultyTransport::fireNow() {
+  if ((kind_ == FaultKind::Kill || kind_ == FaultKind::Stop) && onFire_) onFire_();
   if (kind_ == FaultKind::Kill) raise(SIGKILL);
   if (kind_ == FaultKind::Stop) raise(SIGSTOP);
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -35,6 +36,8 @@ class FaultyTransport : public transport::Transport {
   void arm(uint64_t atOp) { atOp_ = atOp; armed_ = true; }
   // Kill / Stop now if the armed operation was never reached.
   void fireNow();
+  // Runs right before a Kill / Stop signal is raised (the harness records the time).
+  void onFire(std::function<void()> hook) { onFire_ = std::move(hook); }
   uint64_t operations() const { return ops_; }
   bool fired() const { return armed_ && ops_ > atOp_; }
 
@@ -47,6 +50,13 @@ class FaultyTransport : public transport::Transport {
   Status test(transport::Handle h, bool* done, size_t* bytes) override;
   Status waitAll(const transport::Handle* handles, size_t n, size_t* bytes) override;
   void cancel(transport::Handle h) override;
+  std::shared_ptr<transport::FailureMonitor> failureMonitor() const override {
+    return inner_->failureMonitor();
+  }
+  void setActivity(const char* what) override {
+    Transport::setActivity(what);
+    inner_->setActivity(what);
+  }
   transport::PeerCounters counters(int peer) const override { return inner_->counters(peer); }
   void resetCounters() override { inner_->resetCounters(); }
 
@@ -62,6 +72,7 @@ class FaultyTransport : public transport::Transport {
   uint64_t atOp_ = 0;
   uint64_t ops_ = 0;
   std::unordered_map<transport::Handle, std::vector<uint8_t>> garbage_;
+  std::function<void()> onFire_;
 };
 
 }  // namespace gradcomp::test

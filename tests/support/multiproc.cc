@@ -4,12 +4,15 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -116,6 +119,78 @@ std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& b
   return exits;
 }
 
+std::vector<RankExit> runConcurrently(int n, int parallel, size_t recordBytes,
+                                      const std::function<int(int i, void* record)>& body,
+                                      std::vector<std::vector<char>>* records, double deadlineS) {
+  std::vector<RankExit> exits(n > 0 ? size_t(n) : 0);
+  records->assign(exits.size(), std::vector<char>());
+  const size_t stride = (recordBytes + 63) / 64 * 64;
+  const size_t total = std::max<size_t>(stride * exits.size(), 64);
+  void* page = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return exits;
+  char* base = static_cast<char*>(page);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(deadlineS));
+  const pid_t parent = getpid();
+  std::vector<pid_t> pids(exits.size(), -1);
+  int next = 0, running = 0;
+  while (next < n || running > 0) {
+    while (next < n && running < std::max(1, parallel)) {
+      fflush(stdout);
+      fflush(stderr);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(126);
+        int rc = 1;
+        try {
+          rc = body(next, base + stride * size_t(next));
+        } catch (...) {
+          rc = 102;
+        }
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc);
+      }
+      pids[size_t(next)] = pid;
+      if (pid < 0) exits[size_t(next)].exitCode = 127;
+      else ++running;
+      ++next;
+    }
+    bool reaped = false;
+    for (int i = 0; i < next; ++i) {
+      int status = 0;
+      if (pids[size_t(i)] <= 0 || waitpid(pids[size_t(i)], &status, WNOHANG) != pids[size_t(i)]) continue;
+      record(status, &exits[size_t(i)]);
+      pids[size_t(i)] = -1;
+      --running;
+      reaped = true;
+    }
+    if (Clock::now() >= deadline) {
+      for (int i = 0; i < next; ++i) {
+        if (pids[size_t(i)] <= 0) continue;
+        kill(pids[size_t(i)], SIGKILL);
+        int status = 0;
+        waitpid(pids[size_t(i)], &status, 0);
+        record(status, &exits[size_t(i)]);
+        exits[size_t(i)].killedAtDeadline = true;
+        pids[size_t(i)] = -1;
+        --running;
+      }
+      break;  // the cells not started yet keep exit code -1
+    }
+    if (!reaped) {
+      timespec ts{0, 5 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  for (size_t i = 0; i < exits.size(); ++i)
+    (*records)[i].assign(base + stride * i, base + stride * i + recordBytes);
+  munmap(page, total);
+  return exits;
+}
+
 // A port below Linux's ephemeral range (32768-60999 by default), free when
 // checked. Inside that range the kernel may hand the port to any outgoing
 // connection before rank 0 listens on it, including a retrying rank's own
@@ -123,7 +198,9 @@ std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& b
 // A small race with other tests picking the same port remains (random start).
 int freeLoopbackPort() {
   constexpr int kFirst = 20000, kSpan = 12000;
-  unsigned seed = unsigned(getpid()) * 2654435761u ^ unsigned(time(nullptr));
+  // Distinct per call: cells of the fault matrix start their jobs concurrently.
+  static std::atomic<unsigned> calls{0};
+  unsigned seed = unsigned(getpid()) * 2654435761u ^ unsigned(time(nullptr)) ^ (calls++ * 40503u);
   for (int attempt = 0; attempt < 200; ++attempt) {
     seed = seed * 1103515245u + 12345u;
     const int port = kFirst + int((seed >> 8) % kSpan);

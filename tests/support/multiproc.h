@@ -23,6 +23,17 @@ std::vector<RankExit> runRanks(int nranks, const std::function<int(int rank)>& b
                                const std::map<std::string, std::string>& env = {},
                                double deadlineS = 120.0);
 
+// Runs body(i, record_i) for i in [0, n) in child processes, at most
+// `parallel` at a time, each with `recordBytes` of zeroed MAP_SHARED memory
+// (record_i) for its result, returned in *records once it exited. Bodies may
+// call runRanks (each child is single-threaded, so its forks are safe, which
+// threads of the test process would not be). Children past deadlineS are
+// killed (their exit says so). Nothing in a body may use Catch2 assertions.
+std::vector<RankExit> runConcurrently(int n, int parallel, size_t recordBytes,
+                                      const std::function<int(int i, void* record)>& body,
+                                      std::vector<std::vector<char>>* records,
+                                      double deadlineS = 600.0);
+
 // A loopback TCP port that is free right now (the kernel picks it), or -1.
 int freeLoopbackPort();
 

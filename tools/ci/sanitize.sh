@@ -13,8 +13,10 @@ gc_sanitizer_env
 failed=0
 
 # The executables whose every test case runs under TSan: what runs threads
-# (UCX progress, the executor's worker, WAGMA's asynchronous group reductions).
-GC_TSAN_TESTS=(test_transport test_transport_faults test_executor_protocol test_wagma test_wagma_async)
+# (UCX progress, the failure monitor, the executor's worker, WAGMA's asynchronous
+# group reductions).
+GC_TSAN_TESTS=(test_transport test_transport_faults test_failure_monitor test_executor_protocol test_wagma
+               test_wagma_async)
 
 run_asan() {
   gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON

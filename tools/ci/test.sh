@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What .ci/run runs: install what is missing, build, run every test; then,
 # with GC_CI_MATRIX=full (the default), the reliability matrix:
-#   tools/ci/sanitize.sh  whole suite under ASan+UBSan, threaded tests under TSan
-#   tools/ci/fuzz.sh      each libFuzzer target for GC_FUZZ_SECONDS (default 10)
+#   tools/ci/faults_full.sh  the full fault matrix (kill/stop x every algorithm, 20 s timeout)
+#   tools/ci/sanitize.sh     whole suite under ASan+UBSan, threaded tests under TSan
+#   tools/ci/fuzz.sh         each libFuzzer target for GC_FUZZ_SECONDS (default 10)
 # GC_CI_MATRIX=quick runs only the normal build and suite. Extra arguments go
 # to the normal suite's ctest (e.g. -R params). The closing line counts
 # everything: "N passed, N failed"; the exit status is non-zero on any failure.
@@ -31,13 +32,13 @@ fi
 echo "[main suite: $((SECONDS - stage_start)) s]"
 
 if [ "$matrix" = full ]; then
-  for stage in "tools/ci/sanitize.sh asan" "tools/ci/sanitize.sh tsan" \
+  for stage in "tools/ci/faults_full.sh" "tools/ci/sanitize.sh asan" "tools/ci/sanitize.sh tsan" \
                "tools/ci/fuzz.sh ${GC_FUZZ_SECONDS:-10}"; do
     stage_start=$SECONDS
     echo "==== $stage"
     # shellcheck disable=SC2086
     "$GC_ROOT"/$stage | tee -a "$results.log" || failed=1
-    grep -E "^(sanitize [a-z]+|fuzz): [0-9]+ passed, [0-9]+ failed$" "$results.log" | tail -1 >>"$results" ||
+    grep -E "^(sanitize [a-z]+|fuzz|faults full): [0-9]+ passed, [0-9]+ failed$" "$results.log" | tail -1 >>"$results" ||
       echo "$stage: 0 passed, 1 failed" >>"$results"
     rm -f "$results.log"
     echo "[$stage: $((SECONDS - stage_start)) s]"
