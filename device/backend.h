@@ -215,6 +215,21 @@ class Backend {
   virtual Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n,
                                    uint64_t base, int indexBytes, size_t nnz, uint64_t* idx,
                                    float* val, int source) = 0;
+  // Index sets without values (a shared index set, cltk): indexBytes 4 or 8:
+  // `count` little-endian offsets relative to base; kIndexBitmap: ceil(n / 8)
+  // bytes, bit i (least significant first) set iff base + i is in the set.
+  // Encode takes `count` strictly ascending indexes in [base, base + n)
+  // (Internal otherwise); decode yields exactly `count` such indexes, a bitmap
+  // with exactly `count` bits set and zero padding bits (RemoteError naming
+  // `source` otherwise).
+  static constexpr int kIndexBitmap = 0;
+  static size_t indexSetBytes(size_t count, uint64_t n, int indexBytes) {
+    return indexBytes == kIndexBitmap ? size_t((n + 7) / 8) : count * size_t(indexBytes);
+  }
+  virtual Status indexEncode(const uint64_t* idx, size_t count, uint64_t base, uint64_t n,
+                             int indexBytes, void* out) = 0;
+  virtual Status indexDecode(const void* in, size_t count, uint64_t base, uint64_t n,
+                             int indexBytes, uint64_t* idx, int source) = 0;
 
   // ---- Quantized family (algorithms/quant): max-min, RBF, sign, FFT ---------
   // Layouts, rounding and edge-value rules are in device/quant_types.h. Code

@@ -406,3 +406,57 @@ TEST_CASE("countAboveMany, moments and gatherValues", "[sparse]") {
   CHECK(cpu().gatherValues(got.data(), x.data(), x.size(), bad.data(), 1).code() ==
         Err::InvalidArgument);
 }
+
+TEST_CASE("index sets round trip as offsets and bitmaps; decoders reject malformed bodies",
+          "[sparse]") {
+  using device::Backend;
+  std::mt19937_64 rng(5);
+  for (uint64_t n : {1ull, 7ull, 8ull, 64ull, 65ull, 1000ull, 4099ull}) {
+    for (double density : {0.0, 0.01, 0.3, 1.0}) {
+      std::vector<uint64_t> idx;
+      std::bernoulli_distribution keep(density);
+      const uint64_t base = 1000;
+      for (uint64_t i = 0; i < n; ++i)
+        if (keep(rng)) idx.push_back(base + i);
+      for (int coding : {4, 8, Backend::kIndexBitmap}) {
+        std::vector<uint8_t> body(Backend::indexSetBytes(idx.size(), n, coding) + 1, 0xAB);
+        REQUIRE(cpu().indexEncode(idx.data(), idx.size(), base, n, coding, body.data()).ok());
+        CHECK(body.back() == 0xAB);  // writes exactly indexSetBytes
+        std::vector<uint64_t> back(idx.size());
+        REQUIRE(cpu().indexDecode(body.data(), idx.size(), base, n, coding, back.data(), 3).ok());
+        CHECK(back == idx);
+      }
+    }
+  }
+  const uint64_t n = 20;
+  const std::vector<uint64_t> idx = {3, 9, 19};
+  std::vector<uint64_t> out(8);
+  auto rejects = [&](const std::vector<uint8_t>& body, size_t count, int coding,
+                     const char* needle) {
+    const Status s = cpu().indexDecode(body.data(), count, 0, n, coding, out.data(), 2);
+    CHECK(s.code() == Err::RemoteError);
+    CHECK_THAT(s.message(), Catch::Contains(needle) && Catch::Contains("from rank 2"));
+  };
+  std::vector<uint8_t> offs(12), bitmap(3);
+  REQUIRE(cpu().indexEncode(idx.data(), 3, 0, n, 4, offs.data()).ok());
+  REQUIRE(cpu().indexEncode(idx.data(), 3, 0, n, Backend::kIndexBitmap, bitmap.data()).ok());
+  CHECK(bitmap == std::vector<uint8_t>({0x08, 0x02, 0x08}));
+  auto o = offs;
+  o[8] = 20;  // the third offset past the region
+  rejects(o, 3, 4, "outside a region of 20");
+  o = offs;
+  o[4] = 3;  // the second equals the first
+  rejects(o, 3, 4, "not strictly ascending");
+  auto b = bitmap;
+  b[2] |= 0x10;  // bit 20: padding
+  rejects(b, 3, Backend::kIndexBitmap, "past its region");
+  rejects(bitmap, 2, Backend::kIndexBitmap, "more than the 2 members");
+  rejects(bitmap, 4, Backend::kIndexBitmap, "has 3 members, its header announces 4");
+  // Encoders refuse what is not a strictly ascending set inside the region.
+  const std::vector<uint64_t> unordered = {9, 3};
+  CHECK(cpu().indexEncode(unordered.data(), 2, 0, n, 4, offs.data()).code() == Err::Internal);
+  const std::vector<uint64_t> outside = {25};
+  CHECK(cpu().indexEncode(outside.data(), 1, 0, n, Backend::kIndexBitmap, bitmap.data()).code() ==
+        Err::Internal);
+  CHECK(cpu().indexEncode(idx.data(), 3, 0, n, 2, offs.data()).code() == Err::InvalidArgument);
+}

@@ -8,16 +8,21 @@
 // in full (error feedback keeps everything else).
 //
 // Volume per rank: 2k(P-1)/P fp32 values in the ring (the sparse allreduce
-// lower bound of the Ok-Topk paper, flat in P) plus the index message, which
-// the leader's broadcast tree delivers once to every rank (about 8k bytes in
-// COO, less as DenseStream when the indices cluster: the sparse wire format's
-// smallest body; values ride along but are ignored). Ok-Topk sends up to
-// 6k(P-1)/P; TopkA 2k(P-1).
+// lower bound of the Ok-Topk paper, flat in P) plus the index set, which the
+// leader's broadcast tree delivers once to every rank: k offsets of 4 bytes
+// (8 past 2^32 elements) or a bitmap of n bits, whichever is smaller (the
+// bitmap wins above a density of 1/32). Ok-Topk sends up to 6k(P-1)/P;
+// TopkA 2k(P-1).
+//
+// Index message (host memory, little-endian): u8 coding (4 or 8 = offset
+// width, 0 = bitmap), 7 zero bytes, u64 count, then the body of
+// Backend::indexEncode. A receiver checks every field against its own n and k.
 //
 // The ring is dense::ringAllreduce on the k-vector (never recursive
 // doubling), so the reference reproduces its order of additions: chunk c of
 // the k-vector is summed as x_{c-1} + (... + (x_{c+1} + x_c)) (ranks mod P).
 // Tag steps: broadcast 0x60000, the ring 0..8P.
+#include <cstring>
 #include <map>
 
 #include "algorithms/dense/dense.h"
@@ -30,6 +35,60 @@ namespace gradcomp::algo::sparse {
 namespace {
 
 constexpr uint64_t kStepIndexes = 0x60000;
+constexpr size_t kIndexHeaderBytes = 16;
+
+// The smaller coding of `count` indexes over n elements.
+int indexCoding(size_t count, uint64_t n) {
+  const int offsets = indexBytesFor(n);
+  const size_t bitmap = device::Backend::indexSetBytes(count, n, device::Backend::kIndexBitmap);
+  return bitmap < device::Backend::indexSetBytes(count, n, offsets) ? device::Backend::kIndexBitmap
+                                                                      : offsets;
+}
+
+size_t indexMessageBound(uint64_t n, size_t k) {
+  return kIndexHeaderBytes + device::Backend::indexSetBytes(k, n, indexCoding(k, n));
+}
+
+// The leader's message: header written here, body by the backend (synced
+// before the broadcast sends it).
+Status encodeIndexes(device::Backend& dev, const Coo& sel, uint64_t n,
+                     device::HostArray<uint8_t>* msg) {
+  const size_t m = sel.size();
+  const int coding = indexCoding(m, n);
+  msg->resize(kIndexHeaderBytes + device::Backend::indexSetBytes(m, n, coding));
+  uint8_t* h = msg->data();
+  std::memset(h, 0, kIndexHeaderBytes);
+  h[0] = uint8_t(coding);
+  for (int b = 0; b < 8; ++b) h[8 + b] = uint8_t(uint64_t(m) >> (8 * b));
+  return dev.indexEncode(sel.idx.data(), m, 0, n, coding, h + kIndexHeaderBytes);
+}
+
+// A receiver's side: every header field checked against this rank's n and k.
+Status decodeIndexes(device::Backend& dev, const device::HostArray<uint8_t>& msg, uint64_t n,
+                     size_t k, int leader, Coo* sel) {
+  GC_REQUIRE(msg.size() >= kIndexHeaderBytes, Err::RemoteError,
+             "cltk: the leader's (rank %d) index message has %zu bytes, less than its header",
+             leader, msg.size());
+  const uint8_t* h = msg.data();
+  uint64_t m = 0;
+  for (int b = 0; b < 8; ++b) m |= uint64_t(h[8 + b]) << (8 * b);
+  bool reservedZero = true;
+  for (int b = 1; b < 8; ++b) reservedZero = reservedZero && h[b] == 0;
+  const int coding = h[0];
+  GC_REQUIRE(reservedZero && (coding == device::Backend::kIndexBitmap || coding == indexBytesFor(n)),
+             Err::RemoteError, "cltk: the leader's (rank %d) index message has coding %d "
+             "(accepted: 0 = bitmap, %d) or non-zero reserved bytes", leader, coding,
+             indexBytesFor(n));
+  GC_REQUIRE(m <= k, Err::RemoteError,
+             "cltk: the leader's (rank %d) index message announces %llu indexes, more than k = %zu",
+             leader, (unsigned long long)m, k);
+  const size_t body = device::Backend::indexSetBytes(size_t(m), n, coding);
+  GC_REQUIRE(msg.size() == kIndexHeaderBytes + body, Err::RemoteError,
+             "cltk: the leader's (rank %d) index message has %zu bytes, its header implies %zu",
+             leader, msg.size(), kIndexHeaderBytes + body);
+  sel->idx.resize(size_t(m));  // values are gathered from this rank's accumulator
+  return dev.indexDecode(h + kIndexHeaderBytes, size_t(m), 0, n, coding, sel->idx.data(), leader);
+}
 
 struct KeyCalls {
   size_t count = 0;
@@ -51,24 +110,15 @@ class Cltk final : public SparseAlgorithm {
     const size_t n = args.count;
     const int leader = leaderOf(&keys_, tensorKey(args), n, P);
 
-    // The shared index set: the leader's top-k, broadcast as a sparse message.
+    // The shared index set: the leader's top-k, broadcast without values.
     Coo sel(dev);
     device::HostArray<uint8_t> msg(dev);
     if (me == leader) {
       GC_CHECK(selectTopk(dev, acc, n, k, 0, &sel));
-      GC_CHECK(encodeSparse(dev, SparsePiece{&sel, 0, sel.size(), 0, n}, &msg));
+      GC_CHECK(encodeIndexes(dev, sel, n, &msg));
     }
-    GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, wireBound(n, k), &msg));
-    if (me != leader) {
-      sel.resize(k);
-      size_t got = 0, used = 0;
-      GC_CHECK(decodeSparse(dev, msg.data(), msg.size(), 0, n, sel.idx.data(), sel.val.data(), k,
-                            leader, &got, &used));
-      GC_REQUIRE(used == msg.size(), Err::RemoteError,
-                 "cltk: the leader's (rank %d) index message has %zu bytes after its end", leader,
-                 msg.size() - used);
-      sel.resize(got);
-    }
+    GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, indexMessageBound(n, k), &msg));
+    if (me != leader) GC_CHECK(decodeIndexes(dev, msg, n, k, leader, &sel));
     const size_t m = sel.size();
     if (m == 0) return dev.sync();  // the leader's accumulator is all zero: nothing to send
 
@@ -79,7 +129,7 @@ class Cltk final : public SparseAlgorithm {
     GC_CHECK(dev.scatterZero(acc, n, 0, sel.idx.data(), m));
     if (P > 1) GC_CHECK(dense::ringAllreduce(ctx, vals.data(), m, DataType::Float32, &stage_));
     GC_CHECK(dev.scatterAdd(result, n, 0, sel.idx.data(), vals.data(), m));
-    return dev.sync();  // the decode read `msg`
+    return dev.sync();  // the decode read `msg`; its errors surface here
   }
 
   std::map<uint64_t, KeyCalls> keys_;

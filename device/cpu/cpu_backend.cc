@@ -195,6 +195,14 @@ class CpuBackend final : public Backend {
                    uint64_t* idx, float* val, int source) override {
     return cpu::cooDecode(in, nnz, base, count, indexBytes, idx, val, source);
   }
+  Status indexEncode(const uint64_t* idx, size_t count, uint64_t base, uint64_t n,
+                     int indexBytes, void* out) override {
+    return cpu::indexEncode(idx, count, base, n, indexBytes, out);
+  }
+  Status indexDecode(const void* in, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                     uint64_t* idx, int source) override {
+    return cpu::indexDecode(in, count, base, n, indexBytes, idx, source);
+  }
   Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
                      uint64_t count, void* out) override {
     return cpu::denseEncode(idx, val, nnz, base, count, out);

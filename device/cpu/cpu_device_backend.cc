@@ -432,6 +432,22 @@ class CpuDeviceBackend final : public Backend {
       return cpu().cooDecode(in, nnz, base, count, indexBytes, idx, val, source);
     });
   }
+  Status indexEncode(const uint64_t* idx, size_t count, uint64_t base, uint64_t n,
+                     int indexBytes, void* out) override {
+    return defer("indexEncode", [=]() -> Status {
+      GC_CHECK(arg("indexEncode", "idx", idx, count * 8, Access::Read));
+      GC_CHECK(arg("indexEncode", "out", out, indexSetBytes(count, n, indexBytes), Access::Write));
+      return cpu().indexEncode(idx, count, base, n, indexBytes, out);
+    });
+  }
+  Status indexDecode(const void* in, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                     uint64_t* idx, int source) override {
+    return defer("indexDecode", [=]() -> Status {
+      GC_CHECK(arg("indexDecode", "in", in, indexSetBytes(count, n, indexBytes), Access::Read));
+      GC_CHECK(arg("indexDecode", "idx", idx, count * 8, Access::Write));
+      return cpu().indexDecode(in, count, base, n, indexBytes, idx, source);
+    });
+  }
   Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
                      uint64_t count, void* out) override {
     return defer("denseEncode", [=]() -> Status {

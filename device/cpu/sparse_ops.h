@@ -48,6 +48,10 @@ Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t b
                    uint64_t count, void* out);
 Status denseDecode(const void* in, uint64_t count, uint64_t base, size_t nnz, uint64_t* idx,
                    float* val, int source);
+Status indexEncode(const uint64_t* idx, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                   void* out);
+Status indexDecode(const void* in, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                   uint64_t* idx, int source);
 
 // T = floor(2 * I / K) with K = 4-byte values: 2 for 4-byte indexes, 4 for 8.
 inline size_t denseStreamMaxZeroRun(int indexBytes) { return size_t(2 * indexBytes / 4); }

@@ -31,10 +31,14 @@ VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k) {
   } else if (algo == "cltk") {
     // The ring of k values (fp32: 4 bytes a value, so 2k(P-1)/P words are
     // 8k(P-1)/P bytes), plus the index broadcast: nothing for a leaf, the
-    // leader's COO message (8k bytes) to each of its ceil(log2 P) children.
+    // leader's index set (k offsets of 4 bytes, 8 past 2^32 elements, or an
+    // n-bit bitmap, the smaller; a 16-byte header) to each of its ceil(log2 P)
+    // children.
     const double children = std::ceil(logP);
-    b = {true, 8 * dk * frac, 8 * dk * frac + 8 * dk * children,
-         kHeader * children + 64 * logP, "2k(P-1)/P words + index broadcast"};
+    const double offsets = dk * (dn <= 4294967296.0 ? 4 : 8), bitmap = std::ceil(dn / 8);
+    const double indexSet = offsets < bitmap ? offsets : bitmap;
+    b = {true, 8 * dk * frac, 8 * dk * frac + indexSet * children, 16 * children + 64 * logP,
+         "2k(P-1)/P words + index broadcast"};
   }
   return b;
 }

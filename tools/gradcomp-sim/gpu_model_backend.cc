@@ -239,6 +239,18 @@ class ModelBackend final : public GpuModel {
                 return cpu().cooDecode(in, nnz, base, count, indexBytes, idx, val, source);
               });
   }
+  Status indexEncode(const uint64_t* idx, size_t count, uint64_t base, uint64_t n,
+                     int indexBytes, void* out) override {
+    const double body = double(indexSetBytes(count, n, indexBytes));
+    return op(PrimKind::Kernel, {{idx, 8.0 * count, R}, {out, body, W}}, 0,
+              [&] { return cpu().indexEncode(idx, count, base, n, indexBytes, out); });
+  }
+  Status indexDecode(const void* in, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                     uint64_t* idx, int source) override {
+    const double body = double(indexSetBytes(count, n, indexBytes));
+    return op(PrimKind::Kernel, {{in, body, R}, {idx, 8.0 * count, W}}, 0,
+              [&] { return cpu().indexDecode(in, count, base, n, indexBytes, idx, source); });
+  }
   Status denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
                      uint64_t count, void* out) override {
     return op(PrimKind::Kernel,
