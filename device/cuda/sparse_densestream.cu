@@ -1,14 +1,22 @@
 // DenseStream bodies on the GPU (format: device/backend.h, algorithms.md
 // section 4; CPU reference: device/cpu/sparse_densestream.cc).
 //
-// Encode is fully parallel: an entry starts a block when the zero run before
-// it exceeds T; with S(i) = blocks started up to i and G(i) = zeros skipped
-// at block starts up to i (one reduce-then-scan), entry i's value lands at
-// byte 2*I*S(i) + 4*(idx[i] - idx[0] - G(i)). Decode walks the block headers
-// on one thread (each header's position depends on every earlier length:
-// the format is sequential there), then expands the values one warp per
-// block, in order.
-#include "device/cuda/backend_internal.h"
+// Size and encode are one reduce-then-scan over the COO entries: an entry
+// starts a block when the zero run before it exceeds T; with S(i) = blocks
+// started up to i and G(i) = zeros skipped at block starts up to i, entry i's
+// value lands in value slot idx[i] - idx[0] - G(i) of block S(i) - 1. Each
+// entry writes its value and the zeros of the run before it (so every byte is
+// written once); the block's first and last slots give its length.
+//
+// Decode cannot walk the headers in order on one thread (the chain of
+// header positions is sequential: 100k blocks would take tens of ms), so it
+// finds the chain by pointer jumping: every 4-byte position p gets
+// next(p) = p + 2I + 4 * length read at p, position 0 is on the chain, and
+// round r marks next^(2^r) of every marked position, so ceil(log2(blocks))
+// rounds mark the first `blocks` headers. A scan of the marks numbers them;
+// one warp per block then checks its header and values (the CPU's rules, the
+// first failing block and offset win), a scan of the non-zero counts places
+// each block's entries, and one warp per block writes them in order.
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
 
@@ -17,183 +25,7 @@ namespace {
 
 using namespace cuda;
 
-__device__ inline void putUint(uint8_t* p, uint64_t v, int bytes) {
-  for (int b = 0; b < bytes; ++b) p[b] = uint8_t(v >> (8 * b));
-}
-__device__ inline uint64_t getUint(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int b = 0; b < bytes; ++b) v |= uint64_t(p[b]) << (8 * b);
-  return v;
-}
-
-// (block start?, zeros skipped there) per entry; entry 0 starts block 0.
-struct BlockStarts {
-  const uint64_t* idx;
-  uint64_t maxRun;
-  __device__ Pair operator()(size_t i) const {
-    if (i == 0) return {1, 0};
-    const uint64_t gap = idx[i] - idx[i - 1] - 1;  // callers checked ascending
-    return gap > maxRun ? Pair{1, gap} : Pair{0, 0};
-  }
-};
-
-// Checks that run before any size is trusted: ascending (InvalidArgument at
-// the first offender) and, for encode, values and offsets.
-__global__ void checkEntries(const uint64_t* idx, const float* val, size_t count, uint64_t base,
-                             uint64_t maxRel, uint64_t* firstUnordered, uint64_t* firstBadValue) {
-  GC_GRID_STRIDE(i, count) {
-    if (i > 0 && idx[i] <= idx[i - 1]) reportFirst(firstUnordered, i);
-    if (val && (isPlusZero(val[i]) || idx[i] < base || idx[i] - base > maxRel))
-      reportFirst(firstBadValue, i);
-  }
-}
-
-struct EncodeWrite {
-  const uint64_t* idx;
-  const float* val;
-  uint64_t base;
-  int indexBytes;
-  uint64_t maxRun;
-  size_t count;
-  uint8_t* out;
-  __device__ void operator()(size_t i, Pair before, Pair mine) const {
-    const uint64_t block = before.a + mine.a - 1;  // started blocks up to i, minus 1
-    const uint64_t skipped = before.b + mine.b;
-    const uint64_t slot = idx[i] - idx[0] - skipped;  // value slots before entry i
-    const size_t header = 2 * size_t(indexBytes);
-    uint32_t bits = __float_as_uint(val[i]);
-    putUint(out + header * (block + 1) + 4 * slot, bits, 4);
-    // The start entry writes the header's start; LengthWrite the length.
-    if (mine.a) putUint(out + header * block + 4 * slot, idx[i] - base, indexBytes);
-  }
-};
-
-// Lengths: the last entry of each block knows its slot; the block's first
-// slot is recorded by the start entry in firstSlot[block].
-struct FirstSlots {
-  const uint64_t* idx;
-  uint64_t* firstSlot;
-  __device__ void operator()(size_t i, Pair before, Pair mine) const {
-    if (!mine.a) return;
-    firstSlot[before.a] = idx[i] - idx[0] - (before.b + mine.b);
-  }
-};
-struct LengthWrite {
-  const uint64_t* idx;
-  const uint64_t* firstSlot;
-  int indexBytes;
-  uint64_t maxRun;
-  size_t count;
-  uint8_t* out;
-  __device__ void operator()(size_t i, Pair before, Pair mine) const {
-    const bool last = i + 1 == count || idx[i + 1] - idx[i] - 1 > maxRun;
-    if (!last) return;
-    const uint64_t block = before.a + mine.a - 1;
-    const uint64_t slot = idx[i] - idx[0] - (before.b + mine.b);
-    const uint64_t first = firstSlot[block];
-    const size_t header = 2 * size_t(indexBytes);
-    putUint(out + header * block + 4 * first + indexBytes, slot - first + 1, indexBytes);
-  }
-};
-
-struct DecodedBlock {
-  uint64_t pos;    // byte offset of the block's first value
-  uint64_t start;  // offset of its first element in the region
-  uint64_t len;
-};
-
-// Walks and validates every header (one thread). res[kFirstBad] gets the
-// failing block number (or `blocks` for a trailing-bytes mismatch).
-__global__ void walkHeaders(const uint8_t* p, size_t bytes, size_t blocks, uint64_t n,
-                            int indexBytes, uint64_t maxRun, DecodedBlock* out, uint64_t* res) {
-  size_t pos = 0;
-  uint64_t prevEnd = 0;
-  for (size_t b = 0; b < blocks; ++b) {
-    bool ok = bytes - pos >= 2 * size_t(indexBytes);
-    uint64_t start = 0, len = 0;
-    if (ok) {
-      start = getUint(p + pos, indexBytes);
-      len = getUint(p + pos + indexBytes, indexBytes);
-      pos += 2 * indexBytes;
-      ok = len >= 1 && start < n && len <= n - start &&
-           (b == 0 || (start >= prevEnd && start - prevEnd > maxRun)) && len <= (bytes - pos) / 4;
-    }
-    if (!ok) {
-      res[kFirstBad] = b;
-      return;
-    }
-    out[b] = DecodedBlock{pos, start, len};
-    pos += 4 * len;
-    prevEnd = start + len;
-  }
-  if (pos != bytes) res[kFirstBad] = blocks;
-}
-
-__device__ inline float loadValue(const uint8_t* p) { return __uint_as_float(uint32_t(getUint(p, 4))); }
-
-// One warp per block: non-zero count (into nz[b]) and structure (blocks
-// start and end non-zero, inner zero runs <= T).
-__global__ void blockCounts(const uint8_t* p, const DecodedBlock* blk, size_t blocks,
-                            uint64_t maxRun, uint64_t* nz, uint64_t* res) {
-  const size_t warp = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
-  for (size_t b = warp; b < blocks; b += warps) {
-    const DecodedBlock d = blk[b];
-    unsigned long long c = 0;
-    for (uint64_t j = lane; j < d.len; j += 32) {
-      if (!isPlusZero(loadValue(p + d.pos + 4 * j))) {
-        ++c;
-        continue;
-      }
-      // A zero: never first or last; check its run once, at the run's start.
-      bool bad = j == 0 || j == d.len - 1;
-      if (!bad && !isPlusZero(loadValue(p + d.pos + 4 * (j - 1)))) {
-        uint64_t run = 0;
-        while (j + run < d.len && run <= maxRun && isPlusZero(loadValue(p + d.pos + 4 * (j + run))))
-          ++run;
-        bad = run > maxRun;
-      }
-      if (bad) reportFirst(res + kFirstBad + 1, b);
-    }
-    for (int o = 16; o; o /= 2) c += __shfl_down_sync(0xFFFFFFFFu, c, o);
-    if (lane == 0) nz[b] = c;
-  }
-}
-
-struct NzCount {
-  const uint64_t* nz;
-  __device__ Pair operator()(size_t b) const { return {nz[b], 0}; }
-};
-struct NzOffset {
-  uint64_t* offset;
-  __device__ void operator()(size_t b, Pair before, Pair) const { offset[b] = before.a; }
-};
-
-// One warp per block: ordered compaction of its non-zeros (ballot + popc).
-__global__ void blockExpand(const uint8_t* p, const DecodedBlock* blk, size_t blocks,
-                            const uint64_t* offset, uint64_t base, uint64_t* idx, float* val,
-                            size_t capacity) {
-  const size_t warp = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
-  for (size_t b = warp; b < blocks; b += warps) {
-    const DecodedBlock d = blk[b];
-    uint64_t out = offset[b];
-    for (uint64_t j0 = 0; j0 < d.len; j0 += 32) {
-      const uint64_t j = j0 + lane;
-      const float v = j < d.len ? loadValue(p + d.pos + 4 * j) : 0.0f;
-      const bool keep = j < d.len && !isPlusZero(v);
-      const unsigned mask = __ballot_sync(0xFFFFFFFFu, keep);
-      const uint64_t at = out + __popc(mask & ((1u << lane) - 1));
-      if (keep && at < capacity) {
-        idx[at] = base + d.start + j;
-        val[at] = v;
-      }
-      out += __popc(mask);
-    }
-  }
-}
+uint64_t maxZeroRun(int indexBytes) { return uint64_t(2 * indexBytes / 4); }
 
 Status checkIndexBytes(const char* what, int indexBytes) {
   GC_REQUIRE(indexBytes == 4 || indexBytes == 8, Err::InvalidArgument,
@@ -201,150 +33,473 @@ Status checkIndexBytes(const char* what, int indexBytes) {
   return Status::Ok();
 }
 
-uint64_t maxZeroRun(int indexBytes) { return uint64_t(2 * indexBytes / 4); }
+// ---- size and encode ----------------------------------------------------------
+
+// (block start?, zeros skipped there) per entry; entry 0 starts block 0. A
+// list that is not strictly ascending fails (kind 0, before anything else).
+struct BlockStarts {
+  const uint64_t* idx;
+  uint64_t maxRun;
+  __device__ Pair operator()(size_t i, const Ctl& ctl) const {
+    if (i == 0) return {1, 0};
+    if (idx[i] <= idx[i - 1]) {
+      fail(ctl, keyKind(0, i));
+      return {0, 0};
+    }
+    const uint64_t gap = idx[i] - idx[i - 1] - 1;
+    return gap > maxRun ? Pair{1, gap} : Pair{0, 0};
+  }
+};
+
+struct SizeTotal {
+  const uint64_t* idx;
+  size_t count;
+  int ib;
+  size_t* bytes;   // scalar slots (size), or nullptr (encode)
+  size_t* blocks;
+  size_t expect;   // encode: the caller's size
+  __device__ void operator()(const Pair& all, const Ctl& ctl) const {
+    const unsigned long long need =
+        2ull * ib * all.a + 4ull * (idx[count - 1] - idx[0] + 1 - all.b);
+    if (bytes) {
+      *bytes = size_t(need);
+      *blocks = size_t(all.a);
+    } else if (need != expect) {
+      fail(ctl, keyKind(1), need);
+    }
+  }
+};
+
+// Entry checks (kind 2, entry then check), value and inner zeros, the start
+// field of a block's header, and the block's first and last value slots.
+struct EncodeWrite {
+  const uint64_t* idx;
+  const float* val;
+  size_t count;
+  uint64_t base, maxRel, maxRun;
+  int ib;
+  uint8_t* out;
+  uint64_t* firstSlot;
+  uint64_t* lastSlot;
+  __device__ void operator()(size_t i, Pair before, Pair mine, const Ctl& ctl) const {
+    const uint64_t v = idx[i];
+    if (isPlusZero(val[i])) fail(ctl, keyKind(2, 2 * i));
+    else if (!(v >= base && v - base <= maxRel)) fail(ctl, keyKind(2, 2 * i + 1), v);
+    const uint64_t block = before.a + mine.a - 1;
+    const uint64_t slot = v - idx[0] - (before.b + mine.b);
+    const size_t header = 2 * size_t(ib);
+    uint8_t* values = out + header * (block + 1);
+    putFloat(values + 4 * slot, val[i]);
+    if (mine.a) {
+      putUint(out + header * block + 4 * slot, v - base, ib);
+      firstSlot[block] = slot;
+    } else {
+      const uint64_t gap = v - idx[i - 1] - 1;  // <= T inside a block
+      for (uint64_t z = 1; z <= gap; ++z) putFloat(values + 4 * (slot - z), 0.0f);
+    }
+    if (i + 1 == count || idx[i + 1] - v - 1 > maxRun) lastSlot[block] = slot;
+  }
+};
+
+__global__ void lengthsKernel(Ctl ctl, const Pair* total, const uint64_t* firstSlot,
+                              const uint64_t* lastSlot, int ib, uint8_t* out) {
+  if (skipBlock(ctl)) return;
+  const size_t blocks = size_t(total->a);
+  GC_GRID_STRIDE(b, blocks)
+    putUint(out + 2 * size_t(ib) * b + 4 * firstSlot[b] + ib, lastSlot[b] - firstSlot[b] + 1, ib);
+}
+
+Status encodeFailure(const OpInfo& op, const FailureRecord& f) {
+  const unsigned long long pos = keyKindPos(f.key);
+  switch (keyKindFirst(f.key)) {
+    case 0:
+      return makeStatus(Err::InvalidArgument,
+                        "denseStreamSize: COO indexes not strictly ascending at entry %llu", pos);
+    case 1:
+      return makeStatus(Err::Internal,
+                        "denseStreamEncode: the encoding takes %llu bytes, the caller sized %llu",
+                        f.a, op.p[0]);
+    default:
+      if (pos % 2 == 0)
+        return makeStatus(Err::Internal,
+                          "denseStreamEncode: entry %llu holds +0.0 (COO inputs carry non-zeros "
+                          "only)",
+                          pos / 2);
+      return makeStatus(Err::Internal,
+                        "denseStreamEncode: index %llu does not fit base %llu with %d-byte offsets",
+                        f.a, op.p[1], int(op.p[2]));
+  }
+}
+
+// ---- decode -------------------------------------------------------------------
+constexpr uint32_t kExactEnd = 0xFFFFFFFEu;  // the block ends exactly at the body's end
+constexpr uint32_t kBadEnd = 0xFFFFFFFFu;    // the header or its values run past the body
+__device__ inline bool terminal(uint32_t q) { return q >= kExactEnd; }
+
+// next(q) for the header that would start at byte 4q.
+__global__ void nextKernel(Ctl ctl, const uint8_t* body, size_t bytes, int ib, size_t words,
+                           uint32_t* next, uint8_t* on) {
+  if (skipBlock(ctl)) return;
+  GC_GRID_STRIDE(q, words) {
+    const size_t pos = 4 * q;
+    uint32_t nx = kBadEnd;
+    if (bytes - pos >= 2 * size_t(ib)) {
+      const uint64_t len = getUint(body + pos + ib, ib);
+      if (len <= (bytes - pos - 2 * size_t(ib)) / 4) {
+        const size_t np = pos + 2 * size_t(ib) + 4 * size_t(len);
+        nx = np == bytes ? kExactEnd : uint32_t(np / 4);
+      }
+    }
+    next[q] = nx;
+    on[q] = q == 0;
+  }
+}
+
+// One doubling round: marked positions mark their 2^r-th successor;
+// successors double. Marks only ever land on the chain.
+__global__ void markKernel(Ctl ctl, const uint32_t* in, uint32_t* out, uint8_t* on, size_t words) {
+  if (skipBlock(ctl)) return;
+  GC_GRID_STRIDE(q, words) {
+    const uint32_t nx = in[q];
+    if (terminal(nx)) {
+      out[q] = nx;
+      continue;
+    }
+    if (on[q]) on[nx] = 1;
+    out[q] = in[nx];
+  }
+}
+
+struct Marked {
+  const uint8_t* on;
+  __device__ Pair operator()(size_t q, const Ctl&) const { return {on[q] ? 1ull : 0ull, 0}; }
+};
+struct ChainTotal {
+  unsigned long long* chain;
+  __device__ void operator()(const Pair& all, const Ctl&) const { *chain = all.a; }
+};
+struct ChainWrite {
+  size_t blocks;
+  uint64_t* start;  // byte position of block b's header
+  __device__ void operator()(size_t q, Pair before, Pair mine, const Ctl&) const {
+    if (mine.a && before.a < blocks) start[before.a] = 4 * uint64_t(q);
+  }
+};
+
+// Kinds, in the CPU's order for one block (the key orders blocks first).
+enum DecodeKind : unsigned {
+  kHeaderPast = 0,   // a: -
+  kOutside = 1,      // a: start, b: length
+  kOrder = 2,        // a: start, b: previous end
+  kValuesPast = 3,   // a: length
+  kStructure = 4,    // a: offset in the block
+  kEndAt = 5,        // (block = blocks) a: end position
+  kTooMany = 6,      // (block = blocks)
+  kTooFew = 7,       // (block = blocks) a: non-zeros found
+};
+
+struct DecodeArgs {
+  const uint8_t* body;
+  size_t bytes, blocks;
+  uint64_t n, maxRun;
+  int ib;
+};
+
+// One warp per block: header rules, value structure, non-zero count.
+__global__ void blockCheck(Ctl ctl, DecodeArgs d, const unsigned long long* chain,
+                           const uint64_t* start, uint64_t* nz) {
+  if (skipBlock(ctl)) return;
+  const size_t warp = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
+  const size_t header = 2 * size_t(d.ib);
+  const size_t avail = *chain < d.blocks ? size_t(*chain) : d.blocks;
+  for (size_t b = warp; b < d.blocks; b += warps) {
+    if (lane == 0) nz[b] = 0;
+    if (b >= avail) {
+      // The chain stopped before block b: either block b - 1 itself runs past
+      // the body (it reports that), or it ends exactly at the body's end and
+      // block b's header has no room.
+      if (b == avail && lane == 0) {
+        const size_t p = size_t(start[b - 1]);
+        const size_t end = p + header + 4 * size_t(getUint(d.body + p + d.ib, d.ib));
+        if (end == d.bytes) fail(ctl, keyAt(b, kHeaderPast));
+      }
+      continue;
+    }
+    const size_t pos = size_t(start[b]);
+    // nextKernel put a block on the chain only when its header and values
+    // fit the body: the past-the-end kinds come from the last chain block.
+    if (d.bytes - pos < header) {
+      if (lane == 0) fail(ctl, keyAt(b, kHeaderPast));
+      continue;
+    }
+    const uint64_t s = getUint(d.body + pos, d.ib), len = getUint(d.body + pos + d.ib, d.ib);
+    bool bad = false;
+    if (!(len >= 1 && s < d.n && len <= d.n - s)) {
+      if (lane == 0) fail(ctl, keyAt(b, kOutside), s, len);
+      bad = true;
+    } else if (b > 0) {
+      const size_t pp = size_t(start[b - 1]);
+      const uint64_t prevEnd = getUint(d.body + pp, d.ib) + getUint(d.body + pp + d.ib, d.ib);
+      if (!(s >= prevEnd && s - prevEnd > d.maxRun)) {
+        if (lane == 0) fail(ctl, keyAt(b, kOrder), s, prevEnd);
+        bad = true;
+      }
+    }
+    if (!bad && len > (d.bytes - pos - header) / 4) {
+      if (lane == 0) fail(ctl, keyAt(b, kValuesPast), len);
+      bad = true;
+    }
+    if (bad) continue;
+    const uint8_t* v = d.body + pos + header;
+    unsigned long long count = 0, firstBad = ~0ull;
+    for (uint64_t j = lane; j < len; j += 32) {
+      if (!isPlusZero(getFloat(v + 4 * j))) {
+        ++count;
+        continue;
+      }
+      // A zero breaks the block when it is first or last, or ends a run of
+      // more than T zeros (its T predecessors are zeros too).
+      bool breaks = j == 0 || j == len - 1;
+      if (!breaks && j >= d.maxRun) {
+        breaks = true;
+        for (uint64_t r = 1; r <= d.maxRun && breaks; ++r) breaks = isPlusZero(getFloat(v + 4 * (j - r)));
+      }
+      if (breaks && j < firstBad) firstBad = j;
+    }
+    for (int o = 16; o; o /= 2) {
+      count += __shfl_down_sync(0xFFFFFFFFu, count, o);
+      const unsigned long long other = __shfl_down_sync(0xFFFFFFFFu, firstBad, o);
+      firstBad = other < firstBad ? other : firstBad;
+    }
+    if (lane == 0) {
+      nz[b] = count;
+      if (firstBad != ~0ull) fail(ctl, keyAt(b, kStructure), firstBad);
+      if (b + 1 == d.blocks && pos + header + 4 * len != d.bytes)
+        fail(ctl, keyAt(d.blocks, kEndAt), pos + header + 4 * len);
+    }
+  }
+}
+
+struct NzCount {
+  const uint64_t* nz;
+  __device__ Pair operator()(size_t b, const Ctl&) const { return {nz[b], 0}; }
+};
+struct NzTotal {
+  size_t blocks, nnz;
+  __device__ void operator()(const Pair& all, const Ctl& ctl) const {
+    if (all.a > nnz) fail(ctl, keyAt(blocks, kTooMany), all.a, nnz);
+    else if (all.a < nnz) fail(ctl, keyAt(blocks, kTooFew), all.a, nnz);
+  }
+};
+struct NzOffset {
+  uint64_t* offset;
+  __device__ void operator()(size_t b, Pair before, Pair, const Ctl&) const { offset[b] = before.a; }
+};
+
+// One warp per block: ordered compaction of its non-zeros (ballot + popc).
+__global__ void blockExpand(Ctl ctl, DecodeArgs d, const uint64_t* start, const uint64_t* offset,
+                            uint64_t base, uint64_t* idx, float* val) {
+  if (skipBlock(ctl)) return;
+  const size_t warp = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const size_t warps = size_t(gridDim.x) * blockDim.x / 32;
+  const size_t header = 2 * size_t(d.ib);
+  for (size_t b = warp; b < d.blocks; b += warps) {
+    const size_t pos = size_t(start[b]);
+    const uint64_t s = getUint(d.body + pos, d.ib), len = getUint(d.body + pos + d.ib, d.ib);
+    const uint8_t* v = d.body + pos + header;
+    uint64_t out = offset[b];
+    for (uint64_t j0 = 0; j0 < len; j0 += 32) {
+      const uint64_t j = j0 + lane;
+      const float x = j < len ? getFloat(v + 4 * j) : 0.0f;
+      const bool keep = j < len && !isPlusZero(x);
+      const unsigned mask = __ballot_sync(0xFFFFFFFFu, keep);
+      if (keep) {
+        const uint64_t at = out + __popc(mask & ((1u << lane) - 1));
+        idx[at] = base + s + j;
+        val[at] = x;
+      }
+      out += __popc(mask);
+    }
+  }
+}
+
+Status decodeFailure(const OpInfo& op, const FailureRecord& f) {
+  const std::string from = fromRank(op.source);
+  const char* src = from.c_str();
+  const unsigned long long b = keyPos(f.key);
+  const unsigned long long bytes = op.p[0], blocks = op.p[1], maxRun = op.p[2], n = op.p[3];
+  switch (keyKindOf(f.key)) {
+    case kHeaderPast:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: block %llu header runs past the %llu-byte body", src, b,
+                        bytes);
+    case kOutside:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: block %llu [start %llu, length %llu] outside a region of "
+                        "%llu",
+                        src, b, f.a, f.b, n);
+    case kOrder:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: block %llu starts at %llu, not more than T = %llu zeros "
+                        "after the previous block's end %llu",
+                        src, b, f.a, maxRun, f.b);
+    case kValuesPast:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: block %llu of length %llu runs past the %llu-byte body",
+                        src, b, f.a, bytes);
+    case kStructure:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: block %llu breaks the structure at offset %llu (blocks "
+                        "start and end non-zero, inner zero runs <= %llu)",
+                        src, b, f.a, maxRun);
+    case kEndAt:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: %llu blocks end at byte %llu of a %llu-byte body", src,
+                        blocks, f.a, bytes);
+    case kTooMany:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: more than the %llu non-zeros the header announces", src,
+                        f.b);
+    default:
+      return makeStatus(Err::RemoteError,
+                        "DenseStream%s: body holds %llu non-zeros, header says %llu", src, f.a,
+                        f.b);
+  }
+}
 
 }  // namespace
 
 Status CudaBackend::denseStreamSize(const uint64_t* idx, size_t count, int indexBytes,
                                     size_t* bytes, size_t* blocks) {
+  Prim p(state(), "denseStreamSize");
   GC_CHECK(checkIndexBytes("denseStreamSize", indexBytes));
-  *bytes = 0;
-  *blocks = 0;
-  if (count == 0) return Status::Ok();
-  GC_CHECK(resetResults());
-  uint64_t* res = deviceResults();
-  checkEntries<<<blocksFor(count), kThreads, 0, stream_>>>(idx, nullptr, count, 0, 0,
-                                                          res + kFirstBad, res + kFirstBad + 1);
-  const size_t tiles = tileCount(count);
+  if (count == 0) {
+    GC_CHECK(p.resultValue(bytes, size_t(0)));
+    return p.resultValue(blocks, size_t(0));
+  }
+  size_t *bs = nullptr, *bl = nullptr;
+  GC_CHECK(p.result(bytes, &bs));
+  GC_CHECK(p.result(blocks, &bl));
   void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<Pair>(tiles) + Carve::bytes<Pair>(1), &ws));
+  GC_CHECK(p.scratch(TileScratch::bytes(count), &ws));
   Carve carve(ws);
-  Pair* tileSum = carve.take<Pair>(tiles);
-  Pair* total = carve.take<Pair>(1);
-  tileSums<<<tileBlocks(count), kThreads, 0, stream_>>>(BlockStarts{idx, maxZeroRun(indexBytes)},
-                                                        count, tileSum);
-  launchScanTiles(tileSum, tiles, total, stream_);
-  GC_CHECK(launched("denseStreamSize"));
-  Pair t;
-  uint64_t first = 0, last = 0;
-  GC_CHECK(cudaCall(cudaMemcpyAsync(&t, total, sizeof(t), cudaMemcpyDeviceToHost, stream_), "copy"));
-  GC_CHECK(cudaCall(cudaMemcpyAsync(&first, idx, 8, cudaMemcpyDeviceToHost, stream_), "copy"));
-  GC_CHECK(cudaCall(cudaMemcpyAsync(&last, idx + count - 1, 8, cudaMemcpyDeviceToHost, stream_),
-                    "copy"));
-  uint64_t host[kResultWords];
-  GC_CHECK(fetchResults(host));  // synchronizes the copies above too
-  GC_REQUIRE(host[kFirstBad] == kNoneHost, Err::InvalidArgument,
-             "denseStreamSize: COO indexes not strictly ascending at entry %llu",
-             (unsigned long long)host[kFirstBad]);
-  *blocks = size_t(t.a);
-  *bytes = size_t(2 * uint64_t(indexBytes) * t.a + 4 * (last - first + 1 - t.b));
-  return Status::Ok();
+  const TileScratch ts = TileScratch::take(carve, count);
+  p.reads(idx, count * 8);
+  p.onFailure(-1, &encodeFailure);
+  const BlockStarts starts{idx, maxZeroRun(indexBytes)};
+  tileSums<<<tileBlocks(count), kThreads, 0, p.stream()>>>(p.ctl(), starts, count, ts.tiles);
+  scanTiles<<<1, kScanThreads, 0, p.stream()>>>(p.ctl(), ts.tiles, tileCount(count), ts.total,
+                                                SizeTotal{idx, count, indexBytes, bs, bl, 0});
+  return p.launched();
 }
 
 Status CudaBackend::denseStreamEncode(const uint64_t* idx, const float* val, size_t count,
-                                      uint64_t base, int indexBytes, void* out, size_t capacity,
-                                      size_t* bytes) {
+                                      uint64_t base, int indexBytes, void* out, size_t bytes) {
+  Prim p(state(), "denseStreamEncode");
   GC_CHECK(checkIndexBytes("denseStreamEncode", indexBytes));
-  size_t need = 0, nblocks = 0;
-  GC_CHECK(denseStreamSize(idx, count, indexBytes, &need, &nblocks));
-  GC_REQUIRE(need <= capacity, Err::InvalidArgument,
-             "denseStreamEncode: needs %zu bytes, capacity is %zu", need, capacity);
   if (count == 0) {
-    *bytes = 0;
+    GC_REQUIRE(bytes == 0, Err::Internal,
+               "denseStreamEncode: the encoding takes 0 bytes, the caller sized %zu", bytes);
     return Status::Ok();
   }
-  const uint64_t maxRel = indexBytes == 4 ? 0xFFFFFFFFull : ~0ull;
-  GC_CHECK(resetResults());
-  uint64_t* res = deviceResults();
-  checkEntries<<<blocksFor(count), kThreads, 0, stream_>>>(idx, val, count, base, maxRel,
-                                                          res + kFirstBad, res + kFirstBad + 1);
-  uint64_t host[kResultWords];
-  GC_CHECK(fetchResults(host));
-  GC_REQUIRE(host[kFirstBad + 1] == kNoneHost, Err::InvalidArgument,
-             "denseStreamEncode: entry %llu holds +0.0 or an index outside base %llu with "
-             "%d-byte offsets", (unsigned long long)host[kFirstBad + 1],
-             (unsigned long long)base, indexBytes);
-
-  const size_t tiles = tileCount(count);
+  // Built in device memory when the payload is host memory, then one copy.
+  const bool direct = !p.isHost(out, bytes);
   void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<Pair>(tiles) + Carve::bytes<Pair>(1) + Carve::bytes<uint64_t>(nblocks),
-                   &ws));
+  GC_CHECK(p.scratch(TileScratch::bytes(count) + 2 * Carve::bytes<uint64_t>(count) +
+                         (direct ? 0 : Carve::bytes<uint8_t>(bytes)),
+                     &ws));
   Carve carve(ws);
-  Pair* tileSum = carve.take<Pair>(tiles);
-  Pair* total = carve.take<Pair>(1);
-  uint64_t* firstSlot = carve.take<uint64_t>(nblocks);
+  const TileScratch ts = TileScratch::take(carve, count);
+  uint64_t* firstSlot = carve.take<uint64_t>(count);
+  uint64_t* lastSlot = carve.take<uint64_t>(count);
+  uint8_t* body = direct ? static_cast<uint8_t*>(out) : carve.take<uint8_t>(bytes);
+  p.reads(idx, count * 8);
+  p.reads(val, count * 4);
+  p.writes(out, bytes);
   const uint64_t maxRun = maxZeroRun(indexBytes);
+  p.onFailure(-1, &encodeFailure, bytes, base, uint64_t(indexBytes));
   const BlockStarts starts{idx, maxRun};
-  uint8_t* o = static_cast<uint8_t*>(out);
-  GC_CHECK(cudaCall(cudaMemsetAsync(o, 0, need, stream_), "denseStreamEncode zero fill"));
-  tileSums<<<tileBlocks(count), kThreads, 0, stream_>>>(starts, count, tileSum);
-  launchScanTiles(tileSum, tiles, total, stream_);
-  tileApply<<<tileBlocks(count), kThreads, 0, stream_>>>(
-      starts, EncodeWrite{idx, val, base, indexBytes, maxRun, count, o}, count, tileSum);
-  tileApply<<<tileBlocks(count), kThreads, 0, stream_>>>(starts, FirstSlots{idx, firstSlot}, count,
-                                                         tileSum);
-  tileApply<<<tileBlocks(count), kThreads, 0, stream_>>>(
-      starts, LengthWrite{idx, firstSlot, indexBytes, maxRun, count, o}, count, tileSum);
-  GC_CHECK(launched("denseStreamEncode"));
-  *bytes = need;
+  const uint64_t maxRel = indexBytes == 4 ? 0xFFFFFFFFull : ~0ull;
+  launchTileScan(p, ts, count, starts, SizeTotal{idx, count, indexBytes, nullptr, nullptr, bytes},
+                 EncodeWrite{idx, val, count, base, maxRel, maxRun, indexBytes, body, firstSlot,
+                             lastSlot});
+  lengthsKernel<<<blocksFor(count), kThreads, 0, p.stream()>>>(p.ctl(), ts.total, firstSlot,
+                                                               lastSlot, indexBytes, body);
+  GC_CHECK(p.launched());
+  if (!direct)
+    GC_CHECK(p.check(cudaMemcpyAsync(out, body, bytes, cudaMemcpyDefault, p.stream()),
+                     "cudaMemcpyAsync"));
   return Status::Ok();
 }
 
 Status CudaBackend::denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n,
-                                      uint64_t base, int indexBytes, uint64_t* idx, float* val,
-                                      size_t capacity, size_t* count) {
-  *count = 0;
+                                      uint64_t base, int indexBytes, size_t nnz, uint64_t* idx,
+                                      float* val, int source) {
+  Prim p(state(), "denseStreamDecode");
   GC_CHECK(checkIndexBytes("denseStreamDecode", indexBytes));
-  // Every block needs a header and one value: more blocks than that cannot
-  // fit (and would make the walk's arrays unbounded).
-  GC_REQUIRE(blocks <= bytes / (2 * size_t(indexBytes) + 4), Err::RemoteError,
-             "DenseStream: %zu blocks cannot fit a %zu-byte body", blocks, bytes);
+  const std::string from = fromRank(source);
+  const size_t header = 2 * size_t(indexBytes);
+  // What the header alone decides, at the call.
   if (blocks == 0) {
     GC_REQUIRE(bytes == 0, Err::RemoteError,
-               "DenseStream: 0 blocks end at byte 0 of a %zu-byte body", bytes);
+               "DenseStream%s: 0 blocks end at byte 0 of a %zu-byte body", from.c_str(), bytes);
+    GC_REQUIRE(nnz == 0, Err::RemoteError, "DenseStream%s: body holds 0 non-zeros, header says %zu",
+               from.c_str(), nnz);
     return Status::Ok();
   }
-  const uint8_t* p = static_cast<const uint8_t*>(in);
-  const size_t tiles = tileCount(blocks);
+  GC_REQUIRE(blocks <= bytes / (header + 4), Err::RemoteError,
+             "DenseStream%s: %zu blocks cannot fit a %zu-byte body (a block takes at least %zu "
+             "bytes)",
+             from.c_str(), blocks, bytes, header + 4);
+  GC_REQUIRE(bytes / 4 < size_t(kExactEnd), Err::RemoteError,
+             "DenseStream%s: a %zu-byte body is beyond the decoder's 16 GiB", from.c_str(), bytes);
+  const size_t words = (bytes + 3) / 4;
+  const bool direct = !p.isHost(in, bytes);  // read three times: host bodies come over once
   void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<DecodedBlock>(blocks) + 2 * Carve::bytes<uint64_t>(blocks) +
-                       Carve::bytes<Pair>(tiles) + Carve::bytes<Pair>(1),
-                   &ws));
+  GC_CHECK(p.scratch((direct ? 0 : Carve::bytes<uint8_t>(bytes)) +
+                         2 * Carve::bytes<uint32_t>(words) + Carve::bytes<uint8_t>(words) +
+                         TileScratch::bytes(words) + Carve::bytes<unsigned long long>(1) +
+                         3 * Carve::bytes<uint64_t>(blocks) + TileScratch::bytes(blocks),
+                     &ws));
   Carve carve(ws);
-  DecodedBlock* blk = carve.take<DecodedBlock>(blocks);
+  const uint8_t* body = static_cast<const uint8_t*>(in);
+  if (!direct) {
+    uint8_t* copy = carve.take<uint8_t>(bytes);
+    GC_CHECK(p.check(cudaMemcpyAsync(copy, in, bytes, cudaMemcpyDefault, p.stream()),
+                     "cudaMemcpyAsync"));
+    body = copy;
+  }
+  uint32_t* nxA = carve.take<uint32_t>(words);
+  uint32_t* nxB = carve.take<uint32_t>(words);
+  uint8_t* on = carve.take<uint8_t>(words);
+  const TileScratch chainScan = TileScratch::take(carve, words);
+  unsigned long long* chain = carve.take<unsigned long long>(1);
+  uint64_t* start = carve.take<uint64_t>(blocks);
   uint64_t* nz = carve.take<uint64_t>(blocks);
   uint64_t* offset = carve.take<uint64_t>(blocks);
-  Pair* tileSum = carve.take<Pair>(tiles);
-  Pair* total = carve.take<Pair>(1);
+  const TileScratch nzScan = TileScratch::take(carve, blocks);
+  p.reads(in, bytes);
+  p.writes(idx, nnz * 8);
+  p.writes(val, nnz * 4);
   const uint64_t maxRun = maxZeroRun(indexBytes);
-  GC_CHECK(resetResults());
-  uint64_t* res = deviceResults();
-  walkHeaders<<<1, 1, 0, stream_>>>(p, bytes, blocks, n, indexBytes, maxRun, blk, res);
-  uint64_t host[kResultWords];
-  GC_CHECK(fetchResults(host));
-  GC_REQUIRE(host[kFirstBad] == kNoneHost, Err::RemoteError,
-             "DenseStream: block %llu breaks the header rules (length, range, order, or the "
-             "body's %zu bytes)", (unsigned long long)host[kFirstBad], bytes);
+  p.onFailure(source, &decodeFailure, bytes, blocks, maxRun, n);
+
+  nextKernel<<<blocksFor(words, 4), kThreads, 0, p.stream()>>>(p.ctl(), body, bytes, indexBytes,
+                                                               words, nxA, on);
+  for (size_t reach = 1; reach < blocks; reach *= 2) {
+    markKernel<<<blocksFor(words, 4), kThreads, 0, p.stream()>>>(p.ctl(), nxA, nxB, on, words);
+    std::swap(nxA, nxB);
+  }
+  launchTileScan(p, chainScan, words, Marked{on}, ChainTotal{chain}, ChainWrite{blocks, start});
+  const DecodeArgs d{body, bytes, blocks, n, maxRun, indexBytes};
   const unsigned warpBlocks = blocksFor(blocks * 32);
-  blockCounts<<<warpBlocks, kThreads, 0, stream_>>>(p, blk, blocks, maxRun, nz, res);
-  tileSums<<<tileBlocks(blocks), kThreads, 0, stream_>>>(NzCount{nz}, blocks, tileSum);
-  launchScanTiles(tileSum, tiles, total, stream_);
-  tileApply<<<tileBlocks(blocks), kThreads, 0, stream_>>>(NzCount{nz}, NzOffset{offset}, blocks,
-                                                          tileSum);
-  blockExpand<<<warpBlocks, kThreads, 0, stream_>>>(p, blk, blocks, offset, base, idx, val,
-                                                    capacity);
-  GC_CHECK(launched("denseStreamDecode"));
-  Pair t;
-  GC_CHECK(cudaCall(cudaMemcpyAsync(&t, total, sizeof(t), cudaMemcpyDeviceToHost, stream_), "copy"));
-  GC_CHECK(fetchResults(host));
-  GC_REQUIRE(host[kFirstBad + 1] == kNoneHost, Err::RemoteError,
-             "DenseStream: block %llu breaks the structure (blocks start and end non-zero, "
-             "inner zero runs <= %llu)", (unsigned long long)host[kFirstBad + 1],
-             (unsigned long long)maxRun);
-  GC_REQUIRE(t.a <= capacity, Err::RemoteError,
-             "DenseStream: more than the %zu non-zeros the receiver allows", capacity);
-  *count = size_t(t.a);
-  return Status::Ok();
+  blockCheck<<<warpBlocks, kThreads, 0, p.stream()>>>(p.ctl(), d, chain, start, nz);
+  launchTileScan(p, nzScan, blocks, NzCount{nz}, NzTotal{blocks, nnz}, NzOffset{offset});
+  blockExpand<<<warpBlocks, kThreads, 0, p.stream()>>>(p.ctl(), d, start, offset, base, idx, val);
+  return p.launched();
 }
 
 }  // namespace gradcomp::device
