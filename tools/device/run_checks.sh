@@ -38,7 +38,7 @@ log "build"
 ( time cmake --build "$build" -j "$(nproc)" ) > "$out/build.log" 2>&1 || { log "build FAILED"; exit 1; }
 
 rc=0
-for t in test_gpu_backend test_gpu_kernels test_gpu_algorithms test_gpu_executor test_executor_protocol test_backend_memory; do
+for t in test_gpu_backend test_gpu_kernels test_gpu_quant_kernels test_gpu_algorithms test_gpu_executor test_executor_protocol test_backend_memory; do
   log "$t"
   "$build/tests/$t" -r console -d yes > "$out/$t.log" 2>&1
   r=$?; echo "exit $r" >> "$out/$t.log"; log "$t exit $r"; [ $r -eq 0 ] || rc=1
