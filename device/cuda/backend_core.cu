@@ -232,6 +232,12 @@ Status Prim::stageRaw(const void* p, size_t bytes, Carve& carve, const void** ou
   return Status::Ok();
 }
 
+Status Prim::land(void* out, const void* landing, size_t bytes) {
+  if (out == landing || bytes == 0) return Status::Ok();
+  return check(cudaMemcpyAsync(out, landing, bytes, cudaMemcpyDefault, s_.stream),
+               "cudaMemcpyAsync (an output to host memory)");
+}
+
 Status Prim::check(cudaError_t e, const char* what) {
   if (device_.error() != cudaSuccess)
     return makeStatus(Err::SystemError, "cuda %s: device %d cannot be made current: %s", name_,

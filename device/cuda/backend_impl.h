@@ -250,6 +250,14 @@ class Prim {
     *out = static_cast<const T*>(staged);
     return Status::Ok();
   }
+  // An output in host memory that kernels write in scattered small pieces
+  // (packed streams, a few bytes per thread) is built in device scratch and
+  // copied over once: land() after the kernels. *out itself otherwise.
+  template <class T>
+  T* landing(T* out, size_t bytes, Carve& carve) {
+    return bytes && isHost(out, bytes) ? reinterpret_cast<T*>(carve.take<uint8_t>(bytes)) : out;
+  }
+  Status land(void* out, const void* landing, size_t bytes);
   // After the launches: a launch error (bad configuration, sticky error).
   Status launched();
   // A CUDA runtime call's result, as the primitive's error.

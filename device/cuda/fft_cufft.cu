@@ -396,20 +396,23 @@ Status CudaBackend::fftSelectBins(const float* spectrum, size_t n, size_t chunk,
              "fftSelectBins: keep fraction %g outside [0, 1]", keep);
   const size_t bins = fftBinCount(n, chunk);
   if (bins == 0) return Status::Ok();
+  const size_t bytes = packedBytes(bins, 1);
   p.reads(spectrum, bins * 8);
-  p.writes(bitmap, packedBytes(bins, 1));
+  p.writes(bitmap, bytes);
   void* ws = nullptr;
-  GC_CHECK(p.scratch(Carve::bytes<uint8_t>(bins), &ws));
-  uint8_t* flags = Carve(ws).take<uint8_t>(bins);
+  GC_CHECK(p.scratch(Carve::bytes<uint8_t>(bins) + p.stageBytes(bitmap, bytes), &ws));
+  Carve carve(ws);
+  uint8_t* flags = carve.take<uint8_t>(bins);
+  uint8_t* out = p.landing(bitmap, bytes, carve);
   const size_t rest = n % chunk;
   const size_t kFull = fftKeepCount(fftBinsOfLength(chunk), keep);
   const size_t kTail = rest ? fftKeepCount(fftBinsOfLength(rest), keep) : 0;
   const size_t chunks = fftChunkCount(n, chunk);
   selectBinsKernel<<<unsigned(std::min<size_t>(chunks, 8 * kMaxBlocks)), kThreads, 0,
                      p.stream()>>>(p.ctl(), spectrum, n, chunk, kFull, kTail, flags);
-  packFlags<<<blocksFor(groupCount(bins)), kThreads, 0, p.stream()>>>(p.ctl(), flags, bins,
-                                                                      bitmap);
-  return p.launched();
+  packFlags<<<blocksFor(groupCount(bins)), kThreads, 0, p.stream()>>>(p.ctl(), flags, bins, out);
+  GC_CHECK(p.launched());
+  return p.land(bitmap, out, bytes);
 }
 
 Status CudaBackend::fftCheckBitmap(const uint8_t* bitmap, size_t n, size_t chunk, double keep,

@@ -189,9 +189,10 @@ __global__ void chunkMinMax(Ctl ctl, const float* src, size_t n, size_t bucket, 
   }
 }
 
-// Step 2: one thread per bucket folds its chunks in order.
+// Step 2: one thread per bucket folds its chunks in order. The meta goes to
+// the payload and to a device copy the next step reads per element.
 __global__ void foldMinMax(Ctl ctl, const Extreme* partial, size_t buckets, size_t perBucket,
-                           float* meta) {
+                           float* meta, float* metaDev) {
   if (skipBlock(ctl)) return;
   GC_GRID_STRIDE(b, buckets) {
     Extreme mn{0, 0xFFFFFFFFu}, mx{0, 0xFFFFFFFFu};
@@ -199,8 +200,9 @@ __global__ void foldMinMax(Ctl ctl, const Extreme* partial, size_t buckets, size
       mn = MinFirst()(mn, partial[2 * (b * perBucket + c)]);
       mx = MaxFirst()(mx, partial[2 * (b * perBucket + c) + 1]);
     }
-    meta[2 * b] = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v;
-    meta[2 * b + 1] = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v, hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    meta[2 * b] = metaDev[2 * b] = lo;
+    meta[2 * b + 1] = metaDev[2 * b + 1] = hi;
   }
 }
 
@@ -299,14 +301,16 @@ Status CudaBackend::quantizeMaxMin(const float* src, size_t n, const MaxMinSpec&
   }
   const size_t perBucket = (spec.bucket + kChunk - 1) / kChunk, chunks = buckets * perBucket;
   void* ws = nullptr;
-  GC_CHECK(p.scratch(Carve::bytes<Extreme>(2 * chunks), &ws));
-  Extreme* partial = Carve(ws).take<Extreme>(2 * chunks);
+  GC_CHECK(p.scratch(Carve::bytes<Extreme>(2 * chunks) + Carve::bytes<float>(2 * buckets), &ws));
+  Carve carve(ws);
+  Extreme* partial = carve.take<Extreme>(2 * chunks);
+  float* metaDev = carve.take<float>(2 * buckets);
   chunkMinMax<<<unsigned(std::min<size_t>(chunks, 8 * kMaxBlocks)), kThreads, 0, p.stream()>>>(
       p.ctl(), src, n, spec.bucket, perBucket, chunks, partial);
   foldMinMax<<<blocksFor(buckets), kThreads, 0, p.stream()>>>(p.ctl(), partial, buckets, perBucket,
-                                                               meta);
+                                                               meta, metaDev);
   quantizeBytes<<<blocksFor(bytes), kThreads, 0, p.stream()>>>(
-      p.ctl(), CodeField{src, meta, q, residual}, codes, bytes);
+      p.ctl(), CodeField{src, metaDev, q, residual}, codes, bytes);
   return p.launched();
 }
 

@@ -210,12 +210,18 @@ Status CudaBackend::rbfEncode(const float* src, size_t n, const RbfSpec& spec, u
   Prim p(state(), "rbfEncode");
   GC_CHECK(checkSpec(spec, "rbfEncode"));
   if (n == 0) return Status::Ok();
+  const size_t bytes = packedBytes(n, spec.bits);
   p.reads(src, n * 4);
-  p.writes(codes, packedBytes(n, spec.bits));
+  p.writes(codes, bytes);
   if (residual) p.writes(residual, n * 4);
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(p.stageBytes(codes, bytes), &ws));
+  Carve carve(ws);
+  uint8_t* out = p.landing(codes, bytes, carve);
   rbfEncodeKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(
-      p.ctl(), src, n, layoutOf(spec), codes, residual);
-  return p.launched();
+      p.ctl(), src, n, layoutOf(spec), out, residual);
+  GC_CHECK(p.launched());
+  return p.land(codes, out, bytes);
 }
 
 Status CudaBackend::rbfDecode(const uint8_t* codes, size_t n, const RbfSpec& spec, float* dst,

@@ -153,10 +153,16 @@ Status checkWidth(int bits, const char* what) {
 Status CudaBackend::signPack(const float* src, size_t n, uint8_t* bits) {
   Prim p(state(), "signPack");
   if (n == 0) return Status::Ok();
+  const size_t bytes = packedBytes(n, 1);
   p.reads(src, n * 4);
-  p.writes(bits, packedBytes(n, 1));
-  signPackKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(p.ctl(), src, n, bits);
-  return p.launched();
+  p.writes(bits, bytes);
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(p.stageBytes(bits, bytes), &ws));
+  Carve carve(ws);
+  uint8_t* out = p.landing(bits, bytes, carve);
+  signPackKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(p.ctl(), src, n, out);
+  GC_CHECK(p.launched());
+  return p.land(bits, out, bytes);
 }
 
 Status CudaBackend::signCountAdd(const uint8_t* countsIn, int inBits, int maxIn,
@@ -171,17 +177,22 @@ Status CudaBackend::signCountAdd(const uint8_t* countsIn, int inBits, int maxIn,
   const size_t voteBytes = packedBytes(n, 1), inBytes = countsIn ? packedBytes(n, inBits) : 0;
   p.reads(signBits, voteBytes);
   if (countsIn) p.reads(countsIn, inBytes);
-  p.writes(countsOut, packedBytes(n, outBits));
+  const size_t outBytes = packedBytes(n, outBits);
+  p.writes(countsOut, outBytes);
   void* ws = nullptr;
-  GC_CHECK(p.scratch(p.stageBytes(signBits, voteBytes) + p.stageBytes(countsIn, inBytes), &ws));
+  GC_CHECK(p.scratch(p.stageBytes(signBits, voteBytes) + p.stageBytes(countsIn, inBytes) +
+                         p.stageBytes(countsOut, outBytes),
+                     &ws));
   Carve carve(ws);
   GC_CHECK(p.stage(signBits, voteBytes, carve, &signBits));
   if (countsIn) GC_CHECK(p.stage(countsIn, inBytes, carve, &countsIn));
+  uint8_t* out = p.landing(countsOut, outBytes, carve);
   p.onFailure(source, &countFailure, n, uint64_t(maxIn));
   const CountCode code{countsIn, inBits, uint32_t(maxIn), signBits, Ctl{}};
   signCountKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(p.ctl(), code, n,
-                                                                         outBits, countsOut);
-  return p.launched();
+                                                                         outBits, out);
+  GC_CHECK(p.launched());
+  return p.land(countsOut, out, outBytes);
 }
 
 Status CudaBackend::signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
@@ -191,15 +202,18 @@ Status CudaBackend::signMajority(const uint8_t* counts, int bits, size_t n, int 
   if (n == 0) return Status::Ok();
   const size_t bytes = packedBytes(n, bits);
   p.reads(counts, bytes);
-  p.writes(decision, packedBytes(n, 1));
+  const size_t outBytes = packedBytes(n, 1);
+  p.writes(decision, outBytes);
   void* ws = nullptr;
-  GC_CHECK(p.scratch(p.stageBytes(counts, bytes), &ws));
+  GC_CHECK(p.scratch(p.stageBytes(counts, bytes) + p.stageBytes(decision, outBytes), &ws));
   Carve carve(ws);
   GC_CHECK(p.stage(counts, bytes, carve, &counts));
+  uint8_t* out = p.landing(decision, outBytes, carve);
   p.onFailure(-1, &majorityFailure, n, uint64_t(nranks));
   majorityKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(
-      p.ctl(), MajorityCode{counts, bits, uint32_t(nranks), Ctl{}}, n, decision);
-  return p.launched();
+      p.ctl(), MajorityCode{counts, bits, uint32_t(nranks), Ctl{}}, n, out);
+  GC_CHECK(p.launched());
+  return p.land(decision, out, outBytes);
 }
 
 Status CudaBackend::signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,

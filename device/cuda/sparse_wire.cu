@@ -152,19 +152,26 @@ Status CudaBackend::cooDecode(const void* in, size_t nnz, uint64_t base, uint64_
   Prim p(state(), "cooDecode");
   GC_CHECK(checkIndexBytes("cooDecode", indexBytes));
   if (nnz == 0) return Status::Ok();
-  p.reads(in, nnz * (size_t(indexBytes) + 4));
+  const size_t bytes = nnz * (size_t(indexBytes) + 4);
+  p.reads(in, bytes);
   p.writes(idx, nnz * 8);
   p.writes(val, nnz * 4);
+  // Each offset is read twice (its entry and the next one's order check).
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(p.stageBytes(in, bytes), &ws));
+  Carve carve(ws);
+  const uint8_t* body = static_cast<const uint8_t*>(in);
+  GC_CHECK(p.stage(body, bytes, carve, &body));
   p.onFailure(source, &cooDecodeFailure, count);
-  cooDecodeKernel<<<blocksFor(nnz), kThreads, 0, p.stream()>>>(
-      p.ctl(), static_cast<const uint8_t*>(in), nnz, base, count, indexBytes, idx, val);
+  cooDecodeKernel<<<blocksFor(nnz), kThreads, 0, p.stream()>>>(p.ctl(), body, nnz, base, count,
+                                                               indexBytes, idx, val);
   return p.launched();
 }
 
 Status CudaBackend::denseEncode(const uint64_t* idx, const float* val, size_t nnz, uint64_t base,
                                 uint64_t count, void* out) {
   Prim p(state(), "denseEncode");
-  if (count == 0) return Status::Ok();
+  if (count == 0 && nnz == 0) return Status::Ok();
   const size_t bytes = size_t(count) * 4;
   // Built in device memory (zeros, then the entries), then one copy when the
   // payload is host memory or not float-aligned.
@@ -179,12 +186,12 @@ Status CudaBackend::denseEncode(const uint64_t* idx, const float* val, size_t nn
   p.reads(val, nnz * 4);
   p.writes(out, bytes);
   p.onFailure(-1, &encodeFailure, base, count);
-  GC_CHECK(p.check(cudaMemsetAsync(body, 0, bytes, p.stream()), "cudaMemsetAsync"));
+  if (bytes) GC_CHECK(p.check(cudaMemsetAsync(body, 0, bytes, p.stream()), "cudaMemsetAsync"));
   if (nnz)
     denseScatterKernel<<<blocksFor(nnz), kThreads, 0, p.stream()>>>(p.ctl(), idx, val, nnz, base,
                                                                     count, body);
   GC_CHECK(p.launched());
-  if (!direct)
+  if (!direct && bytes)
     GC_CHECK(p.check(cudaMemcpyAsync(out, body, bytes, cudaMemcpyDefault, p.stream()),
                      "cudaMemcpyAsync"));
   return Status::Ok();
