@@ -218,7 +218,7 @@ inline unsigned tileBlocks(size_t n) {
 }
 
 template <class F>
-__global__ void tileSums(Ctl ctl, F f, size_t n, Pair* tiles) {
+__global__ void __launch_bounds__(kThreads) tileSums(Ctl ctl, F f, size_t n, Pair* tiles) {
   if (skipBlock(ctl)) return;
   using Reduce = cub::BlockReduce<Pair, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
@@ -240,12 +240,16 @@ __global__ void tileSums(Ctl ctl, F f, size_t n, Pair* tiles) {
   }
 }
 
-constexpr int kScanThreads = 1024;
+// 256 threads: the scan of 16-byte pairs takes ~150 registers per thread,
+// more than a 1024-thread block can have (64); launch bounds make ptxas
+// fit whatever it compiles to the launch.
+constexpr int kScanThreads = 256;
 
 // tiles[0..count) becomes its exclusive scan, *total its sum, and thread 0
 // then calls fin(total, ctl) (scalar results, capacity checks).
 template <class Fin>
-__global__ void scanTiles(Ctl ctl, Pair* tiles, size_t count, Pair* total, Fin fin) {
+__global__ void __launch_bounds__(kScanThreads) scanTiles(Ctl ctl, Pair* tiles, size_t count,
+                                                          Pair* total, Fin fin) {
   if (skipBlock(ctl)) return;
   using Scan = cub::BlockScan<Pair, kScanThreads>;
   __shared__ typename Scan::TempStorage tmp;
@@ -274,7 +278,8 @@ struct NoFinish {
 };
 
 template <class F, class Out>
-__global__ void tileApply(Ctl ctl, F f, Out out, size_t n, const Pair* tileOffsets) {
+__global__ void __launch_bounds__(kThreads) tileApply(Ctl ctl, F f, Out out, size_t n,
+                                                      const Pair* tileOffsets) {
   if (skipBlock(ctl)) return;
   using Scan = cub::BlockScan<Pair, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
