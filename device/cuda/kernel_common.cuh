@@ -72,18 +72,19 @@ __device__ inline void fail(const Ctl& c, unsigned long long key, unsigned long 
                             unsigned long long b = 0) {
   FailureWords* f = &c.cb->failure;
   const unsigned long long old = atomicMin(&f->key, key);
-  if (key < old) {
-    // The writer of the final (smallest) key writes last: it takes the lock
-    // after lowering the key, and no larger key writes once it holds.
-    while (atomicCAS(&f->lock, 0, 1) != 0) {
-    }
-    if (*reinterpret_cast<volatile unsigned long long*>(&f->key) == key) {
-      *reinterpret_cast<volatile unsigned long long*>(&f->a) = a;
-      *reinterpret_cast<volatile unsigned long long*>(&f->b) = b;
-    }
-    __threadfence();
-    atomicExch(&f->lock, 0);
+  // A smaller key is already recorded (with everything below): nothing to
+  // add, and no PCIe write per bad element on a payload full of them.
+  if (key >= old) return;
+  // The writer of the final (smallest) key writes last: it takes the lock
+  // after lowering the key, and no larger key writes once it holds.
+  while (atomicCAS(&f->lock, 0, 1) != 0) {
   }
+  if (*reinterpret_cast<volatile unsigned long long*>(&f->key) == key) {
+    *reinterpret_cast<volatile unsigned long long*>(&f->a) = a;
+    *reinterpret_cast<volatile unsigned long long*>(&f->b) = b;
+  }
+  __threadfence();
+  atomicExch(&f->lock, 0);
   *reinterpret_cast<volatile unsigned int*>(&f->op) = c.op;
   atomicExch(&c.cb->failedLaunch, c.launch);
   *reinterpret_cast<volatile unsigned int*>(c.hostFailed) = 1u;
