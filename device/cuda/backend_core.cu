@@ -283,7 +283,8 @@ Status CudaBackend::create(int device, std::unique_ptr<CudaBackend>* out) {
   GC_REQUIRE(s.hostFailed && s.mirror, Err::SystemError,
              "cuda backend (device %d): no pinned memory for the control words", device);
   *s.hostFailed = 0;
-  GC_CHECK(recordAndWait(s, "initialization"));
+  // No wait here: a communicator's backend is created by its first call, on
+  // a thread that must not wait for the GPU (errors surface at the first sync).
   GC_INFO(DEVICE, "cuda backend on device %d: own stream, stream-ordered device memory",
           device);
   *out = std::move(be);
