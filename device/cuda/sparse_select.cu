@@ -162,8 +162,10 @@ Status CudaBackend::kthLargestAbs(const float* x, size_t n, size_t k, float* thr
   if (above) GC_CHECK(p.result(above, &ab));
   p.reads(x, n * 4, 4 * n * 4);
   RadixWords* r = &p.control()->radix;
+  // 1024 blocks fill the device; more would only add histogram atomics.
+  const unsigned grid = std::min(blocksFor(n, 8), 1024u);
   for (int shift = 24; shift >= 0; shift -= 8)
-    radixPass<<<blocksFor(n, 8), kThreads, 0, p.stream()>>>(p.ctl(), x, n, shift, k, r, th, ab);
+    radixPass<<<grid, kThreads, 0, p.stream()>>>(p.ctl(), x, n, shift, k, r, th, ab);
   return p.launched();
 }
 
