@@ -1,6 +1,7 @@
-// [gpu] Every registered algorithm on the CUDA executor's backend
-// (HostOrderedCudaBackend: kernels on a private stream, scratch in mapped
-// pinned memory) against the same schedule on the CPU reference backend:
+// [gpu] Every registered algorithm on the CUDA backend (kernels on the
+// backend's stream, O(n) state in device memory, payloads in mapped pinned
+// memory, syncs at communication rounds) against the same schedule on the
+// CPU reference backend:
 // P ranks as threads over the in-process transport, several calls (threshold
 // evaluation and reuse, error feedback), results compared element by
 // element. The kernels implement the CPU semantics (test_gpu_backend,
@@ -16,7 +17,6 @@
 #include <vector>
 
 #include "device/cuda/cuda_backend.h"
-#include "device/cuda/host_ordered_backend.h"
 #include "support/algo_runner.h"
 
 using namespace gradcomp;
@@ -37,8 +37,8 @@ TEST_CASE("gpu algorithms: CUDA backend matches the CPU reference", "[gpu]") {
         std::vector<Status> cpuSt, gpuSt;
         testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
                           &cpuSt);
-        std::vector<std::unique_ptr<device::HostOrderedCudaBackend>> devs(run.ranks);
-        for (auto& d : devs) REQUIRE(device::HostOrderedCudaBackend::create(0, &d).ok());
+        std::vector<std::unique_ptr<device::CudaBackend>> devs(run.ranks);
+        for (auto& d : devs) REQUIRE(device::CudaBackend::create(0, &d).ok());
         testing::runRanks(run, [&](int r) -> device::Backend& { return *devs[r]; }, &gpu, &gpuSt);
 
         testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);

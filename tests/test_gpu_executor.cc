@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -29,10 +30,20 @@ Status cudaOk(cudaError_t e, const char* what) {
   return makeStatus(Err::SystemError, "%s: %s", what, cudaGetErrorString(e));
 }
 
-// results[r][c] like testing::runRanks, through the CUDA executor.
+// A host function on the caller's stream that holds it (a GPU busy with
+// the caller's earlier work).
+void CUDART_CB holdStream(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
+}
+
+// results[r][c] like testing::runRanks, through the CUDA executor. holdMs > 0:
+// the stream is held that long before the first call, and *submitSeconds
+// gets each rank's time spent in the submits (the calling thread must not
+// wait for the held stream).
 void runOnExecutor(const testing::AlgoRun& run,
                    std::vector<std::vector<std::vector<uint8_t>>>* results,
-                   std::vector<Status>* rankStatus) {
+                   std::vector<Status>* rankStatus, int holdMs = 0,
+                   std::vector<double>* submitSeconds = nullptr) {
   const algo::AlgorithmInfo* info = algo::findAlgorithm(run.algo);
   REQUIRE(info);
   nccl::Executor* exec = nccl::cudaExecutor();
@@ -56,14 +67,29 @@ void runOnExecutor(const testing::AlgoRun& run,
       std::unique_ptr<algo::ErrorFeedbackStore> ef;
       if (st.ok()) st = algo::ErrorFeedbackStore::create(run.config, &ef);
       std::vector<float> values(run.count);
+      // Inputs are staged from host memory first (pageable copies may wait
+      // for the stream), then the held stream gets every call at once.
+      std::vector<std::vector<float>> inputs(run.calls, std::vector<float>(run.count));
+      for (int c = 0; c < run.calls; ++c)
+        for (size_t i = 0; i < run.count; ++i) inputs[c][i] = testing::inputValue(r, c, i);
+      if (st.ok() && holdMs > 0) {
+        for (int c = 0; c < run.calls && st.ok(); ++c)
+          st = cudaOk(cudaMemcpy(static_cast<char*>(in) + c * bytes, inputs[c].data(), bytes,
+                                 cudaMemcpyHostToDevice), "input copy");
+        static int hold = 0;
+        hold = holdMs;
+        if (st.ok()) st = cudaOk(cudaLaunchHostFunc(stream, holdStream, &hold), "cudaLaunchHostFunc");
+      }
+      const auto t0 = std::chrono::steady_clock::now();
       for (int c = 0; c < run.calls && st.ok(); ++c) {
-        for (size_t i = 0; i < run.count; ++i) values[i] = testing::inputValue(r, c, i);
+        values = inputs[c];
         char* src = static_cast<char*>(in) + c * bytes;
         char* dst = static_cast<char*>(out) + c * bytes;
         // Stream-ordered input copies (pageable source: the copy is staged
         // before cudaMemcpyAsync returns); the collectives are asynchronous.
-        st = cudaOk(cudaMemcpyAsync(src, values.data(), bytes, cudaMemcpyHostToDevice, stream),
-                    "input copy");
+        if (holdMs == 0)
+          st = cudaOk(cudaMemcpyAsync(src, values.data(), bytes, cudaMemcpyHostToDevice, stream),
+                      "input copy");
         const bool inPlace = c % 2 == 1;
         if (st.ok() && inPlace)
           st = cudaOk(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
@@ -81,7 +107,14 @@ void runOnExecutor(const testing::AlgoRun& run,
         call.callSeq = uint64_t(c);
         call.errorFeedback = ef.get();
         st = exec->submit(call, stream);
+        int device = -1;
+        if (st.ok()) st = cudaOk(cudaGetDevice(&device), "cudaGetDevice");
+        if (st.ok() && device != 0)
+          st = makeStatus(Err::Internal, "submit left device %d current (the caller had 0)", device);
       }
+      if (submitSeconds)
+        (*submitSeconds)[r] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (stream) {
         const Status sync = cudaOk(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         if (st.ok()) st = sync;
@@ -122,4 +155,22 @@ TEST_CASE("gpu executor: every algorithm through cudaExecutor matches the CPU", 
         testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
       }
     }
+}
+
+TEST_CASE("gpu executor: the calling thread never waits for a busy stream", "[gpu]") {
+  // Every call is submitted while the caller's stream is held for 2 s; the
+  // results still match the CPU once the stream runs.
+  testing::AlgoRun run;
+  run.algo = "qsgd";
+  run.ranks = 2;
+  run.count = (size_t(1) << 14) + 3;
+  run.calls = 3;  // below the executor's slot depth: no backpressure
+  std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
+  std::vector<Status> cpuSt, gpuSt;
+  testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
+                    &cpuSt);
+  std::vector<double> submitSeconds(run.ranks, 99.0);
+  runOnExecutor(run, &gpu, &gpuSt, 2000, &submitSeconds);
+  for (double s : submitSeconds) CHECK(s < 1.0);
+  testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
 }

@@ -4,12 +4,17 @@
 // host memory on a GPU (plain memory when a host thread stands in for the
 // stream in tests). Plain C++: compiles with g++ and needs no CUDA.
 //
+// The algorithm works on the caller's buffers in device memory directly (no
+// staging): the stream only tells the proxy when the call's inputs are
+// ready and waits until the proxy's kernels have written the result.
 // Protocol for call `seq` in slot seq % depth (every flag holds seq + 1, so a
 // reused slot never shows a stale value as current and nothing wraps):
-//   1. stream:  stage inputs, write deviceWords, then  ready    = seq + 1
-//   2. proxy:   wait ready, run, write status/proxyWords, then done = seq + 1
-//   3. stream:  wait done; if status == 0 copy proxyWords[kOutBytes] bytes
-//               out; then                                   released = seq + 1
+//   1. stream:  after the work enqueued before the call   ready    = seq + 1
+//   2. proxy:   wait ready, run the algorithm on the caller's buffers (its
+//               own stream), wait for its kernels, write status, then
+//                                                          done     = seq + 1
+//   3. stream:  wait done, then                            released = seq + 1
+//               (work the caller enqueues after the call runs after this)
 //   4. caller:  reuses the slot for seq + depth once released == seq + 1
 // Each writer publishes its words before its flag (release order); each
 // reader reads the flag before the words (acquire order). The proxy always
@@ -22,20 +27,13 @@
 
 namespace gradcomp::device::exec {
 
-constexpr int kSlotWords = 4;
-// deviceWords[kStagedBytes]: bytes the stream staged (the proxy checks it).
-// proxyWords[kOutBytes]: bytes of result the stream copies out (data-dependent).
-constexpr int kStagedBytes = 0;
-constexpr int kOutBytes = 0;
-
 // 128 bytes: one slot per PCIe/cache line pair, no false sharing between slots.
 struct alignas(128) Slot {
   uint64_t ready;     // stream -> proxy
   uint64_t done;      // proxy -> stream
   uint64_t released;  // stream -> caller
-  uint64_t status;    // proxy -> stream: 0 ok, else the gradcomp::Err value
-  uint64_t deviceWords[kSlotWords];  // stream -> proxy, valid once ready
-  uint64_t proxyWords[kSlotWords];   // proxy -> stream, valid once done
+  uint64_t status;    // proxy -> anyone: 0 ok, else the gradcomp::Err value
+  uint64_t reserved[12];
 };
 static_assert(sizeof(Slot) == 128, "Slot must stay one 128-byte line");
 

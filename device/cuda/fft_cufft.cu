@@ -1,9 +1,9 @@
 // Chunked real FFT through cuFFT (R2C / C2R, batched over the full chunks,
-// one more plan for a shorter tail) and FFT sparsification's bin selection.
-// Layout and semantics: device/quant_types.h, device/cpu/fft_fftw.cc.
-// Transforms are not bit-identical to FFTW (different algorithms; tests
-// bound the difference); the selection, gather and scatter are exact given
-// the same spectrum. Plans are cached per (length, batch) in the backend.
+// one more plan for a shorter tail). Layout and semantics:
+// device/quant_types.h, device/cpu/fft_fftw.cc. Transforms are not
+// bit-identical to FFTW (different algorithms; tests bound the difference).
+// Plans are cached per (length, batch) in the backend. Bin selection and the
+// bitmap primitives: fft_bins.cu.
 //
 // cuFFT is loaded with dlopen the first time a transform runs, never linked:
 // libgradcomp.so is LD_PRELOADed into jobs whose CUDA libraries live in
@@ -17,7 +17,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "device/cuda/backend_internal.h"
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
 
@@ -88,6 +87,8 @@ struct FftPlanCache {
   std::map<std::pair<size_t, size_t>, std::pair<cufftHandle, cufftHandle>> plans;  // r2c, c2r
 };
 
+namespace cuda {
+
 void destroyFftPlans(void* p) {
   auto* cache = static_cast<FftPlanCache*>(p);
   const CufftApi* fft = nullptr;
@@ -101,19 +102,25 @@ void destroyFftPlans(void* p) {
   delete cache;
 }
 
+}  // namespace cuda
+
+
 namespace {
 
 using namespace cuda;
 
-Status planFor(CudaBackend& be, size_t len, size_t batch, bool forward, cufftHandle* out,
-               const CufftApi** api) {
+// The plan for `batch` transforms of length `len`, bound to the backend's
+// stream. Created on first use (cuFFT allocates its work area then) and kept
+// for the backend's life: later calls allocate nothing.
+Status planFor(Prim& p, BackendState& s, size_t len, size_t batch, bool forward,
+               cufftHandle* out, const CufftApi** api) {
   const CufftApi* fft = nullptr;
   GC_CHECK(loadCufft(&fft));
   *api = fft;
-  auto* cache = static_cast<FftPlanCache*>(be.fftPlans());
+  auto* cache = static_cast<FftPlanCache*>(s.fftPlans);
   if (cache == nullptr) {
     cache = new FftPlanCache();
-    be.setFftPlans(cache);
+    s.fftPlans = cache;
   }
   auto it = cache->plans.find({len, batch});
   if (it == cache->plans.end()) {
@@ -121,13 +128,13 @@ Status planFor(CudaBackend& be, size_t len, size_t batch, bool forward, cufftHan
     cufftResult rc = fft->plan1d(&r2c, int(len), CUFFT_R2C, int(batch));
     if (rc == CUFFT_SUCCESS) rc = fft->plan1d(&c2r, int(len), CUFFT_C2R, int(batch));
     GC_REQUIRE(rc == CUFFT_SUCCESS, Err::SystemError,
-               "cuFFT could not plan %zu real transforms of length %zu (cufftResult %d)", batch,
-               len, int(rc));
+               "cuda %s: cuFFT could not plan %zu real transforms of length %zu (cufftResult %d)",
+               p.name(), batch, len, int(rc));
     it = cache->plans.emplace(std::make_pair(len, batch), std::make_pair(r2c, c2r)).first;
   }
   *out = forward ? it->second.first : it->second.second;
-  GC_REQUIRE(fft->setStream(*out, be.stream()) == CUFFT_SUCCESS, Err::SystemError,
-             "cufftSetStream failed");
+  GC_REQUIRE(fft->setStream(*out, s.stream) == CUFFT_SUCCESS, Err::SystemError,
+             "cuda %s: cufftSetStream failed", p.name());
   return Status::Ok();
 }
 
@@ -137,235 +144,90 @@ Status checkChunk(size_t chunk, const char* what) {
   return Status::Ok();
 }
 
-__global__ void lengthOneForward(const float* src, float* out) {
-  out[0] = src[0];
-  out[1] = 0.0f;
+__global__ void lengthOneForward(Ctl ctl, const float* src, float* out) {
+  if (skipBlock(ctl)) return;
+  if (threadIdx.x == 0) {
+    out[0] = src[0];
+    out[1] = 0.0f;
+  }
 }
 
-__global__ void scaleKernel(float* x, size_t n, float scale) {
+__global__ void lengthOneInverse(Ctl ctl, const float* spectrum, float* out) {
+  if (skipBlock(ctl)) return;
+  if (threadIdx.x == 0) out[0] = spectrum[0];
+}
+
+// out[i] *= 1 / len in fp32, as the CPU scales FFTW's output.
+__global__ void scaleKernel(Ctl ctl, float* x, size_t n, float scale) {
+  if (skipBlock(ctl)) return;
   GC_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], scale);
-}
-
-// Energy key of bin j of a chunk of length len: the bits of w*|X|^2 (>= 0,
-// so its bit pattern orders like the value).
-__device__ inline unsigned long long energyKey(const float* bins, size_t j, size_t len) {
-  const double re = bins[2 * j], im = bins[2 * j + 1];
-  const bool single = j == 0 || (len % 2 == 0 && j == len / 2);
-  const double e = __dmul_rn(single ? 1.0 : 2.0, __dadd_rn(__dmul_rn(re, re), __dmul_rn(im, im)));
-  return (unsigned long long)__double_as_longlong(e);
-}
-
-// One CUDA block per chunk: radix select of the k-th largest energy key
-// (8 passes of 8 bits), then every larger bin and the first ties in bin
-// order up to k get flag 1.
-__global__ void selectBinsKernel(const float* spectrum, size_t n, size_t chunk, size_t kFull,
-                                 size_t kTail, uint8_t* flags) {
-  using Scan = cub::BlockScan<unsigned, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  __shared__ unsigned long long hist[256];
-  __shared__ unsigned long long prefix, mask, remaining;
-  const size_t chunks = (n + chunk - 1) / chunk;
-  const size_t fullBins = chunk / 2 + 1;
-  for (size_t c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const size_t len = n - c * chunk < chunk ? n - c * chunk : chunk;
-    const size_t bins = len / 2 + 1;
-    const size_t k = len == chunk ? kFull : kTail;
-    const size_t first = c * fullBins;  // every earlier chunk is full
-    const float* spec = spectrum + 2 * first;
-    uint8_t* f = flags + first;
-    if (k == 0 || k >= bins) {
-      for (size_t j = threadIdx.x; j < bins; j += blockDim.x) f[j] = k ? 1 : 0;
-      continue;
-    }
-    if (threadIdx.x == 0) {
-      prefix = 0;
-      mask = 0;
-      remaining = k;
-    }
-    for (int shift = 56; shift >= 0; shift -= 8) {
-      for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
-      __syncthreads();
-      for (size_t j = threadIdx.x; j < bins; j += blockDim.x) {
-        const unsigned long long key = energyKey(spec, j, len);
-        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFF], 1ull);
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        unsigned long long above = 0;
-        int digit = 0;
-        for (int d = 255; d >= 0; --d) {
-          if (above + hist[d] >= remaining) {
-            digit = d;
-            break;
-          }
-          above += hist[d];
-        }
-        remaining -= above;
-        prefix |= (unsigned long long)digit << shift;
-        mask |= 0xFFull << shift;
-      }
-      __syncthreads();
-    }
-    // prefix = the k-th largest key; `remaining` ties with it are taken.
-    const unsigned long long kth = prefix, ties = remaining;
-    unsigned long long carry = 0;
-    for (size_t j0 = 0; j0 < bins; j0 += blockDim.x) {
-      const size_t j = j0 + threadIdx.x;
-      const unsigned long long key = j < bins ? energyKey(spec, j, len) : 0;
-      const unsigned tie = j < bins && key == kth ? 1u : 0u;
-      unsigned before = 0, total = 0;
-      Scan(tmp).ExclusiveSum(tie, before, total);
-      if (j < bins) f[j] = (key > kth || (tie && carry + before < ties)) ? 1 : 0;
-      carry += total;
-      __syncthreads();
-    }
-  }
-}
-
-struct FlagField {
-  const uint8_t* flags;
-  __device__ uint32_t operator()(size_t i) const { return flags[i]; }
-};
-__global__ void packFlags(const uint8_t* flags, size_t bins, uint8_t* bitmap, size_t bytes) {
-  GC_GRID_STRIDE(byte, bytes) bitmap[byte] = packByte(byte, bins, 1, FlagField{flags});
-}
-
-struct BitOf {
-  const uint8_t* bitmap;
-  __device__ Pair operator()(size_t b) const { return {(bitmap[b / 8] >> (b % 8)) & 1u, 0}; }
-};
-struct GatherWrite {
-  const float* spectrum;
-  float* packed;
-  __device__ void operator()(size_t b, Pair before, Pair mine) const {
-    if (!mine.a) return;
-    packed[2 * before.a] = spectrum[2 * b];
-    packed[2 * before.a + 1] = spectrum[2 * b + 1];
-  }
-};
-struct ScatterAddWrite {
-  const float* packed;
-  float* spectrum;
-  __device__ void operator()(size_t b, Pair before, Pair mine) const {
-    if (!mine.a) return;
-    spectrum[2 * b] = __fadd_rn(spectrum[2 * b], packed[2 * before.a]);
-    spectrum[2 * b + 1] = __fadd_rn(spectrum[2 * b + 1], packed[2 * before.a + 1]);
-  }
-};
-
-__global__ void bitmapPadding(const uint8_t* s, size_t n, uint64_t* flag) {
-  if (!paddingClear(s, n, 1)) *flag = 1;
-}
-
-template <class Out>
-Status binScan(CudaBackend& be, const uint8_t* bitmap, size_t bins, Out out, const char* what) {
-  const size_t tiles = tileCount(bins);
-  void* ws = nullptr;
-  GC_CHECK(be.scratch(Carve::bytes<Pair>(tiles) + Carve::bytes<Pair>(1), &ws));
-  Carve carve(ws);
-  Pair* tileSum = carve.take<Pair>(tiles);
-  Pair* total = carve.take<Pair>(1);
-  tileSums<<<tileBlocks(bins), kThreads, 0, be.stream()>>>(BitOf{bitmap}, bins, tileSum);
-  launchScanTiles(tileSum, tiles, total, be.stream());
-  tileApply<<<tileBlocks(bins), kThreads, 0, be.stream()>>>(BitOf{bitmap}, out, bins, tileSum);
-  return launched(what);
 }
 
 }  // namespace
 
 Status CudaBackend::fftForward(const float* src, size_t n, size_t chunk, float* spectrum) {
+  Prim p(state(), "fftForward");
   GC_CHECK(checkChunk(chunk, "fftForward"));
+  if (n == 0) return Status::Ok();
   const size_t full = n / chunk, rest = n % chunk;
+  p.reads(src, n * 4);
+  p.writes(spectrum, fftBinCount(n, chunk) * 8);
   cufftHandle plan;
   const CufftApi* fft = nullptr;
   if (full) {
-    GC_CHECK(planFor(*this, chunk, full, true, &plan, &fft));
-    GC_REQUIRE(fft->execR2C(plan, const_cast<float*>(src), reinterpret_cast<cufftComplex*>(spectrum)) ==
-                   CUFFT_SUCCESS, Err::SystemError, "cufftExecR2C failed");
+    GC_CHECK(planFor(p, state(), chunk, full, true, &plan, &fft));
+    GC_REQUIRE(fft->execR2C(plan, const_cast<float*>(src),
+                            reinterpret_cast<cufftComplex*>(spectrum)) == CUFFT_SUCCESS,
+               Err::SystemError, "cuda fftForward: cufftExecR2C failed");
   }
   float* tailOut = spectrum + 2 * full * fftBinsOfLength(chunk);
   if (rest == 1) {
-    lengthOneForward<<<1, 1, 0, stream_>>>(src + full * chunk, tailOut);
+    lengthOneForward<<<1, 32, 0, p.stream()>>>(p.ctl(), src + full * chunk, tailOut);
   } else if (rest > 1) {
-    GC_CHECK(planFor(*this, rest, 1, true, &plan, &fft));
+    GC_CHECK(planFor(p, state(), rest, 1, true, &plan, &fft));
     GC_REQUIRE(fft->execR2C(plan, const_cast<float*>(src + full * chunk),
                             reinterpret_cast<cufftComplex*>(tailOut)) == CUFFT_SUCCESS,
-               Err::SystemError, "cufftExecR2C (tail) failed");
+               Err::SystemError, "cuda fftForward: cufftExecR2C (tail) failed");
   }
-  return launched("fftForward");
+  return p.launched();
 }
 
 Status CudaBackend::fftInverse(const float* spectrum, size_t n, size_t chunk, float* dst) {
+  Prim p(state(), "fftInverse");
   GC_CHECK(checkChunk(chunk, "fftInverse"));
+  if (n == 0) return Status::Ok();
   const size_t full = n / chunk, rest = n % chunk;
   const size_t bins = fftBinCount(n, chunk);
-  if (n == 0) return Status::Ok();
+  p.reads(spectrum, bins * 8);
+  p.writes(dst, n * 4);
   // C2R overwrites its input; the contract keeps `spectrum` read-only.
   void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<float>(2 * bins), &ws));
+  GC_CHECK(p.scratch(Carve::bytes<float>(2 * bins), &ws));
   float* work = Carve(ws).take<float>(2 * bins);
-  GC_CHECK(cudaCall(cudaMemcpyAsync(work, spectrum, 2 * bins * sizeof(float),
-                                    cudaMemcpyDeviceToDevice, stream_), "fftInverse copy"));
+  GC_CHECK(p.check(cudaMemcpyAsync(work, spectrum, 2 * bins * sizeof(float), cudaMemcpyDefault,
+                                   p.stream()),
+                   "cudaMemcpyAsync"));
   cufftHandle plan;
   const CufftApi* fft = nullptr;
   if (full) {
-    GC_CHECK(planFor(*this, chunk, full, false, &plan, &fft));
+    GC_CHECK(planFor(p, state(), chunk, full, false, &plan, &fft));
     GC_REQUIRE(fft->execC2R(plan, reinterpret_cast<cufftComplex*>(work), dst) == CUFFT_SUCCESS,
-               Err::SystemError, "cufftExecC2R failed");
-    scaleKernel<<<blocksFor(full * chunk, 4), kThreads, 0, stream_>>>(dst, full * chunk,
-                                                                      1.0f / float(chunk));
+               Err::SystemError, "cuda fftInverse: cufftExecC2R failed");
+    scaleKernel<<<blocksFor(full * chunk, 4), kThreads, 0, p.stream()>>>(
+        p.ctl(), dst, full * chunk, 1.0f / float(chunk));
   }
   float* tailIn = work + 2 * full * fftBinsOfLength(chunk);
   if (rest == 1) {
-    GC_CHECK(cudaCall(cudaMemcpyAsync(dst + full * chunk, tailIn, sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream_), "fftInverse tail"));
+    lengthOneInverse<<<1, 32, 0, p.stream()>>>(p.ctl(), tailIn, dst + full * chunk);
   } else if (rest > 1) {
-    GC_CHECK(planFor(*this, rest, 1, false, &plan, &fft));
+    GC_CHECK(planFor(p, state(), rest, 1, false, &plan, &fft));
     GC_REQUIRE(fft->execC2R(plan, reinterpret_cast<cufftComplex*>(tailIn), dst + full * chunk) ==
-                   CUFFT_SUCCESS, Err::SystemError, "cufftExecC2R (tail) failed");
-    scaleKernel<<<blocksFor(rest, 4), kThreads, 0, stream_>>>(dst + full * chunk, rest,
-                                                              1.0f / float(rest));
+                   CUFFT_SUCCESS,
+               Err::SystemError, "cuda fftInverse: cufftExecC2R (tail) failed");
+    scaleKernel<<<blocksFor(rest, 4), kThreads, 0, p.stream()>>>(p.ctl(), dst + full * chunk,
+                                                                 rest, 1.0f / float(rest));
   }
-  return launched("fftInverse");
-}
-
-Status CudaBackend::fftSelectBins(const float* spectrum, size_t n, size_t chunk, double keep,
-                                  uint8_t* bitmap) {
-  GC_CHECK(checkChunk(chunk, "fftSelectBins"));
-  GC_REQUIRE(keep >= 0 && keep <= 1, Err::InvalidArgument,
-             "fftSelectBins: keep fraction %g outside [0, 1]", keep);
-  const size_t bins = fftBinCount(n, chunk);
-  if (bins == 0) return Status::Ok();
-  void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<uint8_t>(bins), &ws));
-  uint8_t* flags = Carve(ws).take<uint8_t>(bins);
-  const size_t rest = n % chunk;
-  const size_t kFull = fftKeepCount(fftBinsOfLength(chunk), keep);
-  const size_t kTail = rest ? fftKeepCount(fftBinsOfLength(rest), keep) : 0;
-  const size_t chunks = fftChunkCount(n, chunk);
-  selectBinsKernel<<<unsigned(std::min<size_t>(chunks, 65535)), kThreads, 0, stream_>>>(
-      spectrum, n, chunk, kFull, kTail, flags);
-  const size_t bytes = packedBytes(bins, 1);
-  packFlags<<<blocksFor(bytes), kThreads, 0, stream_>>>(flags, bins, bitmap, bytes);
-  return launched("fftSelectBins");
-}
-
-Status CudaBackend::gatherBins(const float* spectrum, const uint8_t* bitmap, size_t bins,
-                               float* packed) {
-  if (bins == 0) return Status::Ok();
-  return binScan(*this, bitmap, bins, GatherWrite{spectrum, packed}, "gatherBins");
-}
-
-Status CudaBackend::scatterAddBins(const float* packed, const uint8_t* bitmap, size_t bins,
-                                   float* spectrum) {
-  if (bins == 0) return Status::Ok();
-  GC_CHECK(resetResults());
-  bitmapPadding<<<1, 1, 0, stream_>>>(bitmap, bins, deviceResults());
-  uint64_t host[kResultWords];
-  GC_CHECK(fetchResults(host));
-  GC_REQUIRE(host[0] == 0, Err::RemoteError,
-             "FFT bitmap: padding bits after %zu bins are set (corrupt payload)", bins);
-  return binScan(*this, bitmap, bins, ScatterAddWrite{packed, spectrum}, "scatterAddBins");
+  return p.launched();
 }
 
 }  // namespace gradcomp::device

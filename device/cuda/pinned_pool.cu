@@ -1,48 +1,30 @@
-// CudaBackend::allocate/deallocate: algorithm scratch in mapped pinned host
-// memory. Blocks come in power-of-two classes from 256 bytes; a freed block
-// goes to its class's free list and is handed out again, so steady-state
-// calls allocate nothing. Everything is returned to the driver when the
-// backend is destroyed.
+// PinnedPool (backend_impl.h): mapped pinned host memory for payloads,
+// control words and scalar slots. Blocks come in power-of-two classes from
+// 256 bytes; a released block goes to its class's free list and is handed out
+// again, so steady-state calls allocate nothing. Every block is registered,
+// which is how the backend tells host-memory arguments (PCIe traffic) from
+// device memory. Blocks go back to the driver only when the pool is destroyed.
 #include <cuda_runtime.h>
 
-#include <map>
-#include <mutex>
-#include <vector>
-
 #include "common/log.h"
-#include "device/cuda/cuda_backend.h"
+#include "device/cuda/backend_impl.h"
 
-namespace gradcomp::device {
+namespace gradcomp::device::cuda {
 namespace {
-
-struct PinnedPool {
-  std::mutex mu;
-  std::map<int, std::vector<void*>> free;  // class -> blocks
-  std::vector<void*> all;
-  size_t bytes = 0;
-};
 
 int classOf(size_t bytes) {
   int c = 8;  // 256 bytes
-  while ((size_t(1) << c) < bytes) ++c;
+  while (c < 63 && (size_t(1) << c) < bytes) ++c;
   return c;
 }
 
-std::mutex poolCreation;
-
 }  // namespace
 
-void* CudaBackend::allocate(size_t bytes) {
-  PinnedPool* pool;
-  {
-    std::lock_guard<std::mutex> lock(poolCreation);
-    if (pinnedPool_ == nullptr) pinnedPool_ = new PinnedPool;
-    pool = static_cast<PinnedPool*>(pinnedPool_);
-  }
+void* PinnedPool::allocate(size_t bytes) {
   const int c = classOf(bytes);
-  if (c >= 63) return nullptr;
-  std::lock_guard<std::mutex> lock(pool->mu);
-  auto& list = pool->free[c];
+  if (c >= 48) return nullptr;  // 256 TiB: a size no call can mean
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& list = free_[c];
   if (!list.empty()) {
     void* p = list.back();
     list.pop_back();
@@ -52,34 +34,81 @@ void* CudaBackend::allocate(size_t bytes) {
   const size_t size = size_t(1) << c;
   const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocMapped | cudaHostAllocPortable);
   if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: keep it from surfacing as a launch error
     GC_WARN("cuda backend: cudaHostAlloc of %zu bytes failed: %s", size, cudaGetErrorString(e));
     return nullptr;
   }
-  // Kernels use the host address itself (unified addressing): check once
-  // per block that the device sees the same address.
+  // Kernels use the host address itself (unified addressing): check once per
+  // block that the device sees the same address.
   void* dev = nullptr;
   if (cudaHostGetDevicePointer(&dev, p, 0) != cudaSuccess || dev != p) {
-    GC_WARN("cuda backend: pinned block %p has device address %p (no unified addressing)", p, dev);
-    cudaFreeHost(p);
+    (void)cudaGetLastError();
+    GC_WARN("cuda backend: pinned block %p has device address %p (no unified addressing)", p,
+            dev);
+    cudaFreeHost(p);  // a fresh block no kernel has seen: nothing to wait for
     return nullptr;
   }
-  pool->all.push_back(p);
-  pool->bytes += size;
-  GC_TRACE(DEVICE, "cuda backend: pinned pool grew by %zu to %zu bytes", size, pool->bytes);
+  blocks_[uintptr_t(p)] = size;
+  bytes_ += size;
+  GC_TRACE(DEVICE, "cuda backend: pinned pool grew by %zu to %zu bytes", size, bytes_);
   return p;
 }
 
-void CudaBackend::deallocate(void* p, size_t bytes) {
+void PinnedPool::release(void* p, size_t bytes) {
   if (p == nullptr) return;
-  auto* pool = static_cast<PinnedPool*>(pinnedPool_);
-  std::lock_guard<std::mutex> lock(pool->mu);
-  pool->free[classOf(bytes)].push_back(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (retired_) {
+    auto it = blocks_.find(uintptr_t(p));
+    if (it != blocks_.end()) {
+      bytes_ -= it->second;
+      blocks_.erase(it);
+      cudaFreeHost(p);
+    }
+    return;
+  }
+  free_[classOf(bytes)].push_back(p);
 }
 
-void destroyPinnedPool(void* pool) {
-  auto* p = static_cast<PinnedPool*>(pool);
-  for (void* block : p->all) cudaFreeHost(block);
-  delete p;
+void PinnedPool::retire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  retired_ = true;
+  for (auto& kv : free_)
+    for (void* p : kv.second) {
+      auto it = blocks_.find(uintptr_t(p));
+      if (it == blocks_.end()) continue;
+      bytes_ -= it->second;
+      blocks_.erase(it);
+      cudaFreeHost(p);
+    }
+  free_.clear();
 }
 
-}  // namespace gradcomp::device
+bool PinnedPool::contains(const void* p, size_t bytes) const {
+  if (p == nullptr) return false;
+  const uintptr_t a = uintptr_t(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.upper_bound(a);
+  if (it == blocks_.begin()) return false;
+  --it;
+  return a >= it->first && a - it->first + bytes <= it->second;
+}
+
+size_t PinnedPool::reservedBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+void PinnedPool::abandon() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!blocks_.empty())
+    GC_WARN("cuda backend: leaving %zu bytes of pinned memory to the process (the device did "
+            "not finish the work that may still use it)", bytes_);
+  blocks_.clear();
+  free_.clear();
+}
+
+PinnedPool::~PinnedPool() {
+  for (auto& kv : blocks_) cudaFreeHost(reinterpret_cast<void*>(kv.first));
+}
+
+}  // namespace gradcomp::device::cuda

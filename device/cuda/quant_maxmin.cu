@@ -1,12 +1,18 @@
-// Max-min bucketed quantization with counter-based stochastic rounding, and
-// the |x| statistics that fix a call's parameters. Bit-identical to
-// device/cpu/quant_maxmin.cc: the same fp64 operations, each rounded once
-// (_rn intrinsics, no FMA contraction), the same splitmix64 counter hash, and
-// bucket min/max ties resolved to the earliest element as the CPU's
-// sequential scan does (it matters for -0.0 against +0.0).
-// absStats' fp64 sum is a fixed-shape tree (deterministic run to run); it
-// differs from the CPU's index-order sum by fp64 rounding only.
-#include "device/cuda/backend_internal.h"
+// Max-min bucketed quantization with counter-based stochastic rounding and
+// the fused error-feedback residual, its validating decoder, and the |x|
+// statistics that fix a call's parameters. Bit-identical to
+// device/cpu/quant_maxmin.cc: the same fp64 operations, each rounded once,
+// the same splitmix64 counter hash, and bucket min/max ties resolved to the
+// earliest element as the CPU's sequential scan does (it matters for -0.0
+// against +0.0).
+//
+// Buckets of at most kFusedBucket elements whose codes fill whole bytes get
+// one CUDA block each: min/max, then codes and residuals from the values the
+// block just read (one pass over the data). Other buckets take three steps:
+// min/max partials per chunk, one thread per bucket folding them in order,
+// then one thread per output byte.
+#include <cfloat>
+
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
 
@@ -15,45 +21,50 @@ namespace {
 
 using namespace cuda;
 
-constexpr unsigned kStatBlocks = 1024;
+constexpr size_t kFusedBucket = 8192;
+constexpr size_t kChunk = 4096;  // min/max partial of the general path
 
-struct Stats {
-  double sum, max;
-  unsigned long long nonFinite;
+// ---- absStats -----------------------------------------------------------------
+struct AbsPartial {
+  float max;
+  unsigned long long bad;
 };
-struct StatsSum {
-  __device__ Stats operator()(const Stats& a, const Stats& b) const {
-    return {__dadd_rn(a.sum, b.sum), a.max > b.max ? a.max : b.max, a.nonFinite + b.nonFinite};
+struct AbsFold {
+  __device__ AbsPartial operator()(const AbsPartial& a, const AbsPartial& b) const {
+    return {a.max > b.max ? a.max : b.max, a.bad + b.bad};
   }
 };
 
-__global__ void statsPartial(const float* src, size_t n, Stats* partial) {
-  using Reduce = cub::BlockReduce<Stats, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  Stats s{0, 0, 0};
+__global__ void absStatsKernel(Ctl ctl, const float* src, size_t n, ReduceCell* cell,
+                               AbsStats* out) {
+  if (skipBlock(ctl)) return;
+  AbsPartial s{0.0f, 0};
   GC_GRID_STRIDE(i, n) {
-    const double a = fabs(double(src[i]));
-    if (!isfinite(a)) {
-      ++s.nonFinite;
+    const float m = fabsf(src[i]);
+    if (!(m <= FLT_MAX)) {
+      ++s.bad;
       continue;
     }
-    s.sum = __dadd_rn(s.sum, a);
-    if (a > s.max) s.max = a;
+    s.max = m > s.max ? m : s.max;
   }
-  s = Reduce(tmp).Reduce(s, StatsSum());
-  if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-__global__ void statsFinal(const Stats* partial, unsigned count, Stats* out) {
-  using Reduce = cub::BlockReduce<Stats, kThreads>;
+  using Reduce = cub::BlockReduce<AbsPartial, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
-  Stats s{0, 0, 0};
-  for (unsigned i = threadIdx.x; i < count; i += blockDim.x) s = StatsSum()(s, partial[i]);
-  s = Reduce(tmp).Reduce(s, StatsSum());
-  if (threadIdx.x == 0) *out = s;
+  s = Reduce(tmp).Reduce(s, AbsFold());
+  if (threadIdx.x == 0) {
+    atomicMax(&cell->u[0], (unsigned long long)__float_as_uint(s.max));
+    atomicAdd(&cell->u[1], s.bad);
+    if (lastBlockIn(&cell->done)) {
+      // |float| is exact in fp64: the same maximum as the CPU's fp64 scan.
+      out->maxAbs = double(__uint_as_float(uint32_t(loadVolatile(&cell->u[0]))));
+      out->nonFinite = loadVolatile(&cell->u[1]);
+      cell->u[0] = cell->u[1] = 0;
+      cell->done = 0;
+    }
+  }
 }
 
-// (value, index) with the CPU's tie rule: the earlier element wins.
+// ---- quantization -----------------------------------------------------------------
+// (value, index in its bucket) with the CPU's tie rule: the earlier element wins.
 struct Extreme {
   float v;
   uint32_t at;  // UINT32_MAX: none (no finite value seen)
@@ -73,85 +84,178 @@ struct MaxFirst {
   }
 };
 
-// One CUDA block per bucket (grid-stride over buckets).
-__global__ void bucketMinMax(const float* src, size_t n, size_t bucket, size_t buckets,
-                             float* meta) {
-  using Reduce = cub::BlockReduce<Extreme, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  for (size_t b = blockIdx.x; b < buckets; b += gridDim.x) {
-    const size_t begin = b * bucket, end = begin + bucket < n ? begin + bucket : n;
-    Extreme lo{0, 0xFFFFFFFFu}, hi{0, 0xFFFFFFFFu};
-    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const float x = src[i];
-      if (!isfinite(x)) continue;
-      const Extreme e{x, uint32_t(i - begin)};
-      lo = MinFirst()(lo, e);
-      hi = MaxFirst()(hi, e);
-    }
-    lo = Reduce(tmp).Reduce(lo, MinFirst());
-    __syncthreads();
-    hi = Reduce(tmp).Reduce(hi, MaxFirst());
-    if (threadIdx.x == 0) {
-      meta[2 * b] = lo.at == 0xFFFFFFFFu ? 0.0f : lo.v;
-      meta[2 * b + 1] = hi.at == 0xFFFFFFFFu ? 0.0f : hi.v;
-    }
-    __syncthreads();
-  }
-}
-
 __device__ inline double stepOf(float lo, float hi, uint32_t levels) {
   return __ddiv_rn(__dsub_rn(double(hi), double(lo)), double(levels));
 }
 
-struct MaxMinCode {
-  const float* src;
-  const float* meta;
-  size_t bucket;
+__device__ inline float decodeOne(float lo, double step, uint32_t code) {
+  return __double2float_rn(__dadd_rn(double(lo), __dmul_rn(double(code), step)));
+}
+
+// The code of x (device/quant_types.h), and the residual x - decoded.
+__device__ inline uint32_t codeOf(float x, float lo, double step, uint32_t levels, uint64_t seed,
+                                  uint64_t index) {
+  if (x == INFINITY) return levels;
+  if (!isfinite(x) || !(step > 0)) return 0;
+  const double q = __ddiv_rn(__dsub_rn(double(x), double(lo)), step);
+  const double fl = floor(q);
+  double c = __dadd_rn(fl, cuda::counterUniform(seed, index) < __dsub_rn(q, fl) ? 1.0 : 0.0);
+  c = fmin(fmax(c, 0.0), double(levels));
+  return uint32_t(c);
+}
+
+struct QuantSpec {
+  size_t n, bucket;
+  int bits;
   uint32_t levels;
   uint64_t seed, indexBase;
-  __device__ uint32_t operator()(size_t i) const {
-    const float x = src[i];
-    if (x == INFINITY) return levels;
-    const size_t b = i / bucket;
-    const float lo = meta[2 * b], hi = meta[2 * b + 1];
-    const double step = stepOf(lo, hi, levels);
-    if (!isfinite(x) || !(step > 0)) return 0;
-    const double q = __ddiv_rn(__dsub_rn(double(x), double(lo)), step);
-    const double fl = floor(q);
-    double c = __dadd_rn(fl, cuda::counterUniform(seed, indexBase + i) < __dsub_rn(q, fl) ? 1.0 : 0.0);
-    c = fmin(fmax(c, 0.0), double(levels));
-    return uint32_t(c);
-  }
 };
 
-__global__ void quantizeKernel(MaxMinCode code, size_t n, int bits, uint8_t* out, size_t bytes) {
-  GC_GRID_STRIDE(byte, bytes) out[byte] = packByte(byte, n, bits, code);
-}
-
-// First bucket whose meta is not finite with min <= max; thread 0 also checks
-// the stream's padding bits (reported as bucket ~0 - 1).
-__global__ void checkMeta(const float* meta, size_t buckets, const uint8_t* codes, size_t n,
-                          int bits, uint64_t* firstBadBucket, uint64_t* badPadding) {
-  GC_GRID_STRIDE(b, buckets) {
-    const float lo = meta[2 * b], hi = meta[2 * b + 1];
-    if (!(isfinite(lo) && isfinite(hi) && lo <= hi)) reportFirst(firstBadBucket, b);
+// Fused path: one CUDA block per bucket (bucket * bits a multiple of 8).
+__global__ void quantizeFused(Ctl ctl, const float* src, QuantSpec q, float* meta, uint8_t* codes,
+                              float* residual) {
+  if (skipBlock(ctl)) return;
+  using Reduce = cub::BlockReduce<Extreme, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ float lo, hi;
+  const size_t buckets = (q.n + q.bucket - 1) / q.bucket;
+  const int per = 8 / q.bits;  // elements per byte
+  for (size_t b = blockIdx.x; b < buckets; b += gridDim.x) {
+    const size_t begin = b * q.bucket, end = begin + q.bucket < q.n ? begin + q.bucket : q.n;
+    Extreme mn{0, 0xFFFFFFFFu}, mx{0, 0xFFFFFFFFu};
+    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const float x = src[i];
+      if (!isfinite(x)) continue;
+      const Extreme e{x, uint32_t(i - begin)};
+      mn = MinFirst()(mn, e);
+      mx = MaxFirst()(mx, e);
+    }
+    mn = Reduce(tmp).Reduce(mn, MinFirst());
+    __syncthreads();
+    mx = Reduce(tmp).Reduce(mx, MaxFirst());
+    if (threadIdx.x == 0) {
+      lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v;
+      hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+      meta[2 * b] = lo;
+      meta[2 * b + 1] = hi;
+    }
+    __syncthreads();
+    const float l = lo;
+    const double step = stepOf(l, hi, q.levels);
+    const size_t firstByte = begin / per, bytes = (end - begin + per - 1) / per;
+    for (size_t j = threadIdx.x; j < bytes; j += blockDim.x) {
+      const size_t e0 = begin + j * per;
+      uint32_t byte = 0;
+      for (int k = 0; k < per && e0 + k < end; ++k) {
+        const size_t i = e0 + k;
+        const float x = src[i];
+        const uint32_t c = codeOf(x, l, step, q.levels, q.seed, q.indexBase + i);
+        byte |= c << (k * q.bits);
+        if (residual) residual[i] = __fsub_rn(x, decodeOne(l, step, c));
+      }
+      codes[firstByte + j] = uint8_t(byte);
+    }
+    __syncthreads();  // lo/hi are rewritten for the next bucket
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0 && !paddingClear(codes, n, bits)) *badPadding = 1;
 }
 
-// Decodes elements [0, limit): the buckets before the first invalid one, as
-// the CPU writes them before it fails.
-__global__ void dequantizeKernel(const float* meta, const uint8_t* codes, size_t limit,
+// General path, step 1: min/max of chunk g (chunks never straddle buckets).
+__global__ void chunkMinMax(Ctl ctl, const float* src, size_t n, size_t bucket, size_t perBucket,
+                            size_t chunks, Extreme* partial) {
+  if (skipBlock(ctl)) return;
+  using Reduce = cub::BlockReduce<Extreme, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  for (size_t g = blockIdx.x; g < chunks; g += gridDim.x) {
+    const size_t b = g / perBucket, c = g % perBucket;
+    const size_t bucketEnd = (b + 1) * bucket < n ? (b + 1) * bucket : n;
+    const size_t begin = b * bucket + c * kChunk;
+    const size_t end = begin + kChunk < bucketEnd ? begin + kChunk : bucketEnd;
+    Extreme mn{0, 0xFFFFFFFFu}, mx{0, 0xFFFFFFFFu};
+    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const float x = src[i];
+      if (!isfinite(x)) continue;
+      const Extreme e{x, uint32_t(i - b * bucket)};
+      mn = MinFirst()(mn, e);
+      mx = MaxFirst()(mx, e);
+    }
+    mn = Reduce(tmp).Reduce(mn, MinFirst());
+    __syncthreads();
+    mx = Reduce(tmp).Reduce(mx, MaxFirst());
+    if (threadIdx.x == 0) {
+      partial[2 * g] = mn;
+      partial[2 * g + 1] = mx;
+    }
+    __syncthreads();
+  }
+}
+
+// Step 2: one thread per bucket folds its chunks in order. The meta goes to
+// the payload and to a device copy the next step reads per element.
+__global__ void foldMinMax(Ctl ctl, const Extreme* partial, size_t buckets, size_t perBucket,
+                           float* meta, float* metaDev) {
+  if (skipBlock(ctl)) return;
+  GC_GRID_STRIDE(b, buckets) {
+    Extreme mn{0, 0xFFFFFFFFu}, mx{0, 0xFFFFFFFFu};
+    for (size_t c = 0; c < perBucket; ++c) {
+      mn = MinFirst()(mn, partial[2 * (b * perBucket + c)]);
+      mx = MaxFirst()(mx, partial[2 * (b * perBucket + c) + 1]);
+    }
+    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v, hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    meta[2 * b] = metaDev[2 * b] = lo;
+    meta[2 * b + 1] = metaDev[2 * b + 1] = hi;
+  }
+}
+
+// Step 3: one thread per output byte (bits divide 8: every element lies in
+// exactly one byte, so its residual is written once).
+struct CodeField {
+  const float* src;
+  const float* meta;
+  QuantSpec q;
+  float* residual;
+  __device__ uint32_t operator()(size_t i, bool) const {
+    const size_t b = i / q.bucket;
+    const float lo = meta[2 * b];
+    const double step = stepOf(lo, meta[2 * b + 1], q.levels);
+    const float x = src[i];
+    const uint32_t c = codeOf(x, lo, step, q.levels, q.seed, q.indexBase + i);
+    if (residual) residual[i] = __fsub_rn(x, decodeOne(lo, step, c));
+    return c;
+  }
+};
+__global__ void quantizeBytes(Ctl ctl, CodeField field, uint8_t* codes, size_t bytes) {
+  if (skipBlock(ctl)) return;
+  GC_GRID_STRIDE(byte, bytes) codes[byte] = packByte(byte, field.q.n, field.q.bits, field);
+}
+
+// ---- dequantization ---------------------------------------------------------------
+// The stream's padding first (key 0), then the first bucket whose meta is not
+// finite with min <= max (key b + 1), as the CPU checks them.
+__global__ void dequantizeKernel(Ctl ctl, const float* meta, const uint8_t* codes, size_t n,
                                  size_t bucket, int bits, uint32_t levels, float* dst,
                                  bool accumulate) {
-  GC_GRID_STRIDE(i, limit) {
+  if (skipBlock(ctl)) return;
+  if (blockIdx.x == 0 && threadIdx.x == 0 && !paddingClear(codes, n, bits)) fail(ctl, 0);
+  GC_GRID_STRIDE(i, n) {
     const size_t b = i / bucket;
     const float lo = meta[2 * b], hi = meta[2 * b + 1];
-    const double step = stepOf(lo, hi, levels);
-    const float v = __double2float_rn(
-        __dadd_rn(double(lo), __dmul_rn(double(getBits(codes, i, bits)), step)));
+    if (i % bucket == 0 && !(isfinite(lo) && isfinite(hi) && lo <= hi))
+      fail(ctl, b + 1, __float_as_uint(lo), __float_as_uint(hi));
+    const float v = decodeOne(lo, stepOf(lo, hi, levels), getBits(codes, i, bits));
     dst[i] = accumulate ? __fadd_rn(dst[i], v) : v;
   }
+}
+
+Status dequantizeFailure(const OpInfo& op, const FailureRecord& f) {
+  const std::string from = fromRank(op.source);
+  if (f.key == 0)
+    return makeStatus(Err::RemoteError,
+                      "max-min payload%s: padding bits after %llu codes are set (corrupt payload)",
+                      from.c_str(), op.p[0]);
+  return makeStatus(Err::RemoteError,
+                    "max-min payload%s: bucket %llu has min %g, max %g (expected finite, min <= "
+                    "max)",
+                    from.c_str(), f.key - 1, floatOfBits(f.a), floatOfBits(f.b));
 }
 
 Status checkSpec(const MaxMinSpec& spec, const char* what) {
@@ -160,71 +264,79 @@ Status checkSpec(const MaxMinSpec& spec, const char* what) {
              spec.bits);
   GC_REQUIRE(spec.bucket >= 1, Err::InvalidArgument, "%s: bucket size must be >= 1", what);
   GC_REQUIRE(spec.bucket <= 0xFFFFFFFFull, Err::InvalidArgument,
-             "%s: bucket size %zu above 2^32 - 1", what, spec.bucket);
+             "%s: bucket size %zu above 2^32 - 1 (the CUDA backend's limit)", what, spec.bucket);
   return Status::Ok();
 }
 
 }  // namespace
 
 Status CudaBackend::absStats(const float* src, size_t n, AbsStats* out) {
-  void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<Stats>(kStatBlocks) + Carve::bytes<Stats>(1), &ws));
-  Carve carve(ws);
-  Stats* partial = carve.take<Stats>(kStatBlocks);
-  Stats* total = carve.take<Stats>(1);
-  // A fixed grid: the reduction tree, and so every bit of the sum, does not
-  // depend on the device or on n's rounding to blocks.
-  statsPartial<<<kStatBlocks, kThreads, 0, stream_>>>(src, n, partial);
-  statsFinal<<<1, kThreads, 0, stream_>>>(partial, kStatBlocks, total);
-  GC_CHECK(launched("absStats"));
-  Stats s;
-  GC_CHECK(cudaCall(cudaMemcpyAsync(&s, total, sizeof(s), cudaMemcpyDeviceToHost, stream_),
-                    "absStats copy"));
-  GC_CHECK(synchronize());
-  out->sumAbs = s.sum;
-  out->maxAbs = s.max;
-  out->nonFinite = s.nonFinite;
-  return Status::Ok();
+  Prim p(state(), "absStats");
+  if (n == 0) return p.resultValue(out, AbsStats{});
+  AbsStats* slot = nullptr;
+  GC_CHECK(p.result(out, &slot));
+  p.reads(src, n * 4);
+  absStatsKernel<<<blocksFor(n, 8), kThreads, 0, p.stream()>>>(p.ctl(), src, n,
+                                                               &p.control()->cell, slot);
+  return p.launched();
 }
 
 Status CudaBackend::quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec,
-                                   uint64_t indexBase, float* meta, uint8_t* codes) {
+                                   uint64_t indexBase, float* meta, uint8_t* codes,
+                                   float* residual) {
+  Prim p(state(), "quantizeMaxMin");
   GC_CHECK(checkSpec(spec, "quantizeMaxMin"));
   if (n == 0) return Status::Ok();
-  const size_t buckets = maxMinBuckets(n, spec.bucket);
-  const uint32_t levels = (uint32_t(1) << spec.bits) - 1;
-  bucketMinMax<<<unsigned(std::min<size_t>(buckets, 65535)), kThreads, 0, stream_>>>(
-      src, n, spec.bucket, buckets, meta);
-  const MaxMinCode code{src, meta, spec.bucket, levels, spec.seed, indexBase};
-  quantizeKernel<<<blocksFor(packedBytes(n, spec.bits)), kThreads, 0, stream_>>>(
-      code, n, spec.bits, codes, packedBytes(n, spec.bits));
-  return launched("quantizeMaxMin");
+  const size_t buckets = maxMinBuckets(n, spec.bucket), bytes = packedBytes(n, spec.bits);
+  const QuantSpec q{n, spec.bucket, spec.bits, (uint32_t(1) << spec.bits) - 1, spec.seed,
+                    indexBase};
+  p.reads(src, n * 4);
+  p.writes(meta, 8 * buckets);
+  p.writes(codes, bytes);
+  if (residual) p.writes(residual, n * 4);
+  if (spec.bucket <= kFusedBucket && (spec.bucket * size_t(spec.bits)) % 8 == 0) {
+    quantizeFused<<<unsigned(std::min<size_t>(buckets, 8 * kMaxBlocks)), kThreads, 0,
+                    p.stream()>>>(p.ctl(), src, q, meta, codes, residual);
+    return p.launched();
+  }
+  const size_t perBucket = (spec.bucket + kChunk - 1) / kChunk, chunks = buckets * perBucket;
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(Carve::bytes<Extreme>(2 * chunks) + Carve::bytes<float>(2 * buckets), &ws));
+  Carve carve(ws);
+  Extreme* partial = carve.take<Extreme>(2 * chunks);
+  float* metaDev = carve.take<float>(2 * buckets);
+  chunkMinMax<<<unsigned(std::min<size_t>(chunks, 8 * kMaxBlocks)), kThreads, 0, p.stream()>>>(
+      p.ctl(), src, n, spec.bucket, perBucket, chunks, partial);
+  foldMinMax<<<blocksFor(buckets), kThreads, 0, p.stream()>>>(p.ctl(), partial, buckets, perBucket,
+                                                               meta, metaDev);
+  quantizeBytes<<<blocksFor(bytes), kThreads, 0, p.stream()>>>(
+      p.ctl(), CodeField{src, metaDev, q, residual}, codes, bytes);
+  return p.launched();
 }
 
 Status CudaBackend::dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n,
-                                     const MaxMinSpec& spec, float* dst, bool accumulate) {
+                                     const MaxMinSpec& spec, float* dst, bool accumulate,
+                                     int source) {
+  Prim p(state(), "dequantizeMaxMin");
   GC_CHECK(checkSpec(spec, "dequantizeMaxMin"));
   if (n == 0) return Status::Ok();
-  const size_t buckets = maxMinBuckets(n, spec.bucket);
-  GC_CHECK(resetResults());
-  uint64_t* res = deviceResults();
-  checkMeta<<<blocksFor(buckets), kThreads, 0, stream_>>>(meta, buckets, codes, n, spec.bits,
-                                                         res + kFirstBad, res);
-  uint64_t host[kResultWords];
-  GC_CHECK(fetchResults(host));
-  GC_REQUIRE(host[0] == 0, Err::RemoteError,
-             "max-min payload: padding bits after %zu codes are set (corrupt payload)", n);
-  const size_t badBucket = host[kFirstBad] == kNoneHost ? buckets : size_t(host[kFirstBad]);
-  const size_t limit = std::min(n, badBucket * spec.bucket);
-  const uint32_t levels = (uint32_t(1) << spec.bits) - 1;
-  if (limit)
-    dequantizeKernel<<<blocksFor(limit, 4), kThreads, 0, stream_>>>(meta, codes, limit, spec.bucket,
-                                                                   spec.bits, levels, dst, accumulate);
-  GC_CHECK(launched("dequantizeMaxMin"));
-  GC_REQUIRE(badBucket == buckets, Err::RemoteError,
-             "max-min payload: bucket %zu has a min/max that is not finite with min <= max",
-             badBucket);
-  return Status::Ok();
+  const size_t metaBytes = 8 * maxMinBuckets(n, spec.bucket), codeBytes = packedBytes(n, spec.bits);
+  p.reads(meta, metaBytes);
+  p.reads(codes, codeBytes);
+  if (accumulate) p.reads(dst, n * 4);
+  p.writes(dst, n * 4);
+  // Every element reads its bucket's meta and shares code bytes with its
+  // neighbours: a payload in host memory is copied over once first.
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(p.stageBytes(meta, metaBytes) + p.stageBytes(codes, codeBytes), &ws));
+  Carve carve(ws);
+  GC_CHECK(p.stage(meta, metaBytes, carve, &meta));
+  GC_CHECK(p.stage(codes, codeBytes, carve, &codes));
+  p.onFailure(source, &dequantizeFailure, n);
+  dequantizeKernel<<<blocksFor(n, 4), kThreads, 0, p.stream()>>>(
+      p.ctl(), meta, codes, n, spec.bucket, spec.bits, (uint32_t(1) << spec.bits) - 1, dst,
+      accumulate);
+  return p.launched();
 }
 
 }  // namespace gradcomp::device

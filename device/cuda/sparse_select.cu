@@ -1,11 +1,9 @@
-// Top-k family on the GPU: exact k-th largest |x| by radix select on the
-// magnitude bits, counting, ordered compaction to COO (optionally zeroing the
-// selected entries: the error-feedback residual update, fused), scatters, and
-// the gradient accumulation of error feedback for fp32/fp16/bf16 gradients.
-// Semantics: device/cpu/sparse_select.cc, bit for bit.
-#include "device/cuda/backend_internal.h"
+// Top-k selection on the GPU: the exact k-th largest |x| by radix select on
+// the magnitude bits (4 passes of 8 bits; the last block of each pass picks
+// the digit, so a pass is one launch), counting above a threshold, and the
+// ordered compaction to COO with the residual update (selected entries
+// zeroed) in the same pass. Semantics: device/cpu/sparse_select.cc, bit for bit.
 #include "device/cuda/cuda_backend.h"
-#include "device/cuda/element_ops.cuh"
 #include "device/cuda/kernel_common.cuh"
 
 namespace gradcomp::device {
@@ -16,63 +14,91 @@ using namespace cuda;
 // Radix-select key: |x| as its bit pattern (monotone for non-negative
 // floats), NaN as +0. The CPU maps NaN to -1 and clamps the result at 0, so
 // a NaN ranked k-th and a zero ranked k-th both give threshold 0: the same.
+// Keys above the threshold are exactly the |x| > threshold (NaN never is).
 __device__ inline uint32_t selectKey(float v) {
   return isnan(v) ? 0u : (__float_as_uint(v) & 0x7FFFFFFFu);
 }
 
-struct RadixState {
-  uint32_t prefix, mask;
-  unsigned long long remaining;  // rank still to find among keys matching prefix
-};
-
-__global__ void radixHistogram(const float* x, size_t n, const RadixState* st, int shift,
-                               unsigned long long* hist) {
+// One pass over x for the digit at `shift` among the keys matching the
+// prefix so far (pass 0: all). The last block to finish picks the digit that
+// holds the k-th largest key, narrows the prefix, clears the histogram, and
+// after the last pass writes the threshold and the count above it.
+__global__ void radixPass(Ctl ctl, const float* x, size_t n, int shift, unsigned long long k,
+                          RadixWords* r, float* threshold, size_t* above) {
+  if (skipBlock(ctl)) return;
   __shared__ unsigned int local[256];
+  __shared__ bool last;
   for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
   __syncthreads();
-  const uint32_t prefix = st->prefix, mask = st->mask;
+  const bool first = shift == 24;
+  const uint32_t prefix = first ? 0u : r->prefix, mask = first ? 0u : r->mask;
   GC_GRID_STRIDE(i, n) {
     const uint32_t key = selectKey(x[i]);
-    if ((key & mask) == prefix) atomicAdd(&local[(key >> shift) & 0xFF], 1u);
+    const bool match = (key & mask) == prefix;
+    const unsigned active = __activemask();
+    const unsigned matching = __ballot_sync(active, match);
+    if (match) {
+      // Warp-aggregated: magnitudes cluster in a few exponents.
+      const unsigned digit = (key >> shift) & 0xFFu;
+      const unsigned peers = __match_any_sync(matching, digit);
+      if ((threadIdx.x % 32) == unsigned(__ffs(peers) - 1)) atomicAdd(&local[digit], __popc(peers));
+    }
   }
   __syncthreads();
   for (int b = threadIdx.x; b < 256; b += blockDim.x)
-    if (local[b]) atomicAdd(&hist[b], (unsigned long long)local[b]);
-}
-
-// One thread: picks the digit holding the remaining rank (largest first),
-// narrows the prefix, clears the histogram for the next pass.
-__global__ void radixPick(RadixState* st, int shift, unsigned long long* hist, uint64_t* result) {
-  unsigned long long above = 0;
-  int digit = 0;
-  for (int d = 255; d >= 0; --d) {
-    if (above + hist[d] >= st->remaining) {
-      digit = d;
-      break;
+    if (local[b]) atomicAdd(&r->hist[b], (unsigned long long)local[b]);
+  __threadfence();  // every thread's adds are visible device-wide before `done` counts the block
+  __syncthreads();
+  if (threadIdx.x == 0) last = lastBlockIn(&r->done);
+  __syncthreads();
+  if (!last) return;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    unsigned long long remaining = first ? k : r->remaining;
+    unsigned long long higher = 0;
+    int digit = 0;
+    for (int d = 255; d >= 0; --d) {
+      const unsigned long long h = loadVolatile(&r->hist[d]);
+      if (higher + h >= remaining) {
+        digit = d;
+        break;
+      }
+      higher += h;
     }
-    above += hist[d];
+    remaining -= higher;
+    const uint32_t p = prefix | uint32_t(digit) << shift;
+    r->prefix = p;
+    r->mask = mask | 0xFFu << shift;
+    r->remaining = remaining;
+    r->done = 0;
+    if (shift == 0) {
+      *threshold = __uint_as_float(p);
+      // remaining = the k-th key's rank among the keys equal to it.
+      if (above) *above = size_t(k - remaining);
+      r->prefix = r->mask = 0;
+      r->remaining = 0;
+    }
   }
-  st->remaining -= above;
-  st->prefix |= uint32_t(digit) << shift;
-  st->mask |= 0xFFu << shift;
-  for (int d = 0; d < 256; ++d) hist[d] = 0;
-  if (shift == 0) result[0] = st->prefix;
+  __syncthreads();
+  for (int b = threadIdx.x; b < 256; b += blockDim.x) r->hist[b] = 0;
 }
 
-__global__ void initRadix(RadixState* st, unsigned long long* hist, uint64_t k) {
-  st->prefix = 0;
-  st->mask = 0;
-  st->remaining = k;
-  for (int d = 0; d < 256; ++d) hist[d] = 0;
-}
-
-__global__ void countAboveKernel(const float* x, size_t n, float threshold, uint64_t* count) {
+__global__ void countAboveKernel(Ctl ctl, const float* x, size_t n, float threshold,
+                                 ReduceCell* cell, size_t* count) {
+  if (skipBlock(ctl)) return;
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   unsigned long long c = 0;
-  GC_GRID_STRIDE(i, n) c += magnitude(x[i]) > threshold;
+  GC_GRID_STRIDE(i, n) c += fabsf(x[i]) > threshold;  // NaN compares false
   c = Reduce(tmp).Sum(c);
-  if (threadIdx.x == 0 && c) atomicAdd(reinterpret_cast<unsigned long long*>(count), c);
+  if (threadIdx.x == 0) {
+    atomicAdd(&cell->u[0], c);
+    if (lastBlockIn(&cell->done)) {
+      *count = size_t(loadVolatile(&cell->u[0]));
+      cell->u[0] = 0;
+      cell->done = 0;
+    }
+  }
 }
 
 // Per element: (above threshold, equal to it); ties only when threshold > 0.
@@ -80,9 +106,22 @@ struct SelectFlags {
   const float* x;
   float threshold;
   bool ties;
-  __device__ Pair operator()(size_t i) const {
+  __device__ Pair operator()(size_t i, const Ctl&) const {
     const float m = magnitude(x[i]);
     return {m > threshold ? 1ull : 0ull, ties && m == threshold ? 1ull : 0ull};
+  }
+};
+
+// Selected = aboves + min(ties, budget): more than capacity fails before
+// anything is written.
+struct CompactTotal {
+  unsigned long long budget;
+  size_t capacity;
+  size_t* count;
+  __device__ void operator()(const Pair& all, const Ctl& ctl) const {
+    const unsigned long long selected = all.a + (all.b < budget ? all.b : budget);
+    if (selected > capacity) fail(ctl, 0, selected);
+    else if (count) *count = size_t(selected);
   }
 };
 
@@ -94,204 +133,76 @@ struct CompactWrite {
   unsigned long long budget;
   uint64_t* idx;
   float* val;
-  size_t capacity;
   bool zero;
-  __device__ void operator()(size_t i, Pair before, Pair mine) const {
+  __device__ void operator()(size_t i, Pair before, Pair mine, const Ctl&) const {
     const bool take = mine.a || (mine.b && before.b < budget);
     if (!take) return;
     const size_t pos = size_t(before.a + (before.b < budget ? before.b : budget));
-    if (pos < capacity) {
-      idx[pos] = indexBase + i;
-      val[pos] = x[i];
-    }
+    idx[pos] = indexBase + i;
+    val[pos] = x[i];
     if (zero) x[i] = 0.0f;
   }
 };
 
-// Range check of COO indexes: first entry outside [base, base + n), and
-// whether the entries before it are strictly ascending (then no two share a
-// destination and the adds may run in parallel, bit-exactly).
-__global__ void scatterCheck(const uint64_t* idx, size_t count, size_t n, uint64_t base,
-                             uint64_t* firstBad, uint64_t* firstUnordered) {
-  GC_GRID_STRIDE(i, count) {
-    if (!(idx[i] >= base && idx[i] - base < n)) reportFirst(firstBad, i);
-    if (i > 0 && idx[i] <= idx[i - 1]) reportFirst(firstUnordered, i);
-  }
-}
-
-__global__ void scatterParallel(float* dst, uint64_t base, const uint64_t* idx, const float* val,
-                                size_t count) {
-  GC_GRID_STRIDE(i, count) {
-    float* d = dst + (idx[i] - base);
-    *d = val ? __fadd_rn(*d, val[i]) : 0.0f;
-  }
-}
-
-// Repeated indexes: the CPU's order of additions, on one thread.
-__global__ void scatterSerial(float* dst, uint64_t base, const uint64_t* idx, const float* val,
-                              size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    float* d = dst + (idx[i] - base);
-    *d = val ? __fadd_rn(*d, val[i]) : 0.0f;
-  }
-}
-
-template <class T>
-__global__ void accumulateKernel(float* acc, const typename T::Storage* grad, size_t n) {
-  GC_GRID_STRIDE(i, n) {
-    if constexpr (std::is_same<T, F32>::value)
-      acc[i] = __fadd_rn(acc[i], grad[i]);
-    else
-      acc[i] = __fadd_rn(acc[i], T::load(grad[i]));
-  }
+Status capacityFailure(const OpInfo& op, const FailureRecord&) {
+  return makeStatus(Err::Internal, "compactAbove: more than capacity = %llu selected elements",
+                    op.p[0]);
 }
 
 }  // namespace
 
-Status CudaBackend::kthLargestAbs(const float* x, size_t n, size_t k, float* threshold) {
+Status CudaBackend::kthLargestAbs(const float* x, size_t n, size_t k, float* threshold,
+                                  size_t* above) {
+  Prim p(state(), "kthLargestAbs");
   GC_REQUIRE(k >= 1 && k <= n, Err::InvalidArgument,
              "kthLargestAbs: k = %zu must be in 1..n (n = %zu)", k, n);
-  void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<RadixState>(1) + Carve::bytes<unsigned long long>(256), &ws));
-  Carve carve(ws);
-  RadixState* st = carve.take<RadixState>(1);
-  unsigned long long* hist = carve.take<unsigned long long>(256);
-  GC_CHECK(resetResults());
-  initRadix<<<1, 1, 0, stream_>>>(st, hist, k);
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    radixHistogram<<<blocksFor(n, 8), kThreads, 0, stream_>>>(x, n, st, shift, hist);
-    radixPick<<<1, 1, 0, stream_>>>(st, shift, hist, deviceResults());
-  }
-  GC_CHECK(launched("kthLargestAbs"));
-  uint64_t res[kResultWords];
-  GC_CHECK(fetchResults(res));
-  const uint32_t bits = uint32_t(res[0]);
-  float t;
-  std::memcpy(&t, &bits, 4);
-  *threshold = t;
-  return Status::Ok();
+  float* th = nullptr;
+  size_t* ab = nullptr;
+  GC_CHECK(p.result(threshold, &th));
+  if (above) GC_CHECK(p.result(above, &ab));
+  p.reads(x, n * 4, 4 * n * 4);
+  RadixWords* r = &p.control()->radix;
+  // 1024 blocks fill the device; more would only add histogram atomics.
+  const unsigned grid = std::min(blocksFor(n, 8), 1024u);
+  for (int shift = 24; shift >= 0; shift -= 8)
+    radixPass<<<grid, kThreads, 0, p.stream()>>>(p.ctl(), x, n, shift, k, r, th, ab);
+  return p.launched();
 }
 
 Status CudaBackend::countAbove(const float* x, size_t n, float threshold, size_t* count) {
-  GC_CHECK(resetResults());
-  if (n) countAboveKernel<<<blocksFor(n, 8), kThreads, 0, stream_>>>(x, n, threshold, deviceResults());
-  GC_CHECK(launched("countAbove"));
-  uint64_t res[kResultWords];
-  GC_CHECK(fetchResults(res));
-  *count = size_t(res[0]);
-  return Status::Ok();
+  Prim p(state(), "countAbove");
+  if (n == 0) return p.resultValue(count, size_t(0));
+  size_t* slot = nullptr;
+  GC_CHECK(p.result(count, &slot));
+  p.reads(x, n * 4);
+  countAboveKernel<<<blocksFor(n, 8), kThreads, 0, p.stream()>>>(p.ctl(), x, n, threshold,
+                                                                 &p.control()->cell, slot);
+  return p.launched();
 }
 
-Status CudaBackend::compact(float* x, size_t n, float threshold, size_t tieBudget,
-                            uint64_t indexBase, uint64_t* idx, float* val, size_t capacity,
-                            size_t* count, bool zero) {
+Status CudaBackend::compactAbove(float* x, size_t n, float threshold, size_t tieBudget,
+                                 uint64_t indexBase, uint64_t* idx, float* val, size_t capacity,
+                                 size_t* count, bool zeroSelected) {
+  Prim p(state(), "compactAbove");
   GC_REQUIRE(threshold >= 0.0f, Err::InvalidArgument,
              "compactAbove: threshold %g must be >= 0", double(threshold));
-  *count = 0;
-  if (n == 0) return Status::Ok();
-  const bool ties = threshold > 0.0f && tieBudget > 0;
-  const size_t tiles = tileCount(n);
-  void* ws = nullptr;
-  GC_CHECK(scratch(Carve::bytes<Pair>(tiles) + Carve::bytes<Pair>(1), &ws));
-  Carve carve(ws);
-  Pair* tileSum = carve.take<Pair>(tiles);
-  Pair* total = carve.take<Pair>(1);
-  const SelectFlags flags{x, threshold, ties};
-  tileSums<<<tileBlocks(n), kThreads, 0, stream_>>>(flags, n, tileSum);
-  launchScanTiles(tileSum, tiles, total, stream_);
+  size_t* slot = nullptr;
+  if (count) GC_CHECK(p.result(count, &slot));
+  const bool ties = threshold > 0.0f && tieBudget > 0;  // exact zeros are never selected
   const unsigned long long budget = ties ? tieBudget : 0;
-  tileApply<<<tileBlocks(n), kThreads, 0, stream_>>>(
-      flags, CompactWrite{x, indexBase, budget, idx, val, capacity, zero}, n, tileSum);
-  GC_CHECK(launched("compactAbove"));
-  Pair host;
-  GC_CHECK(cudaCall(cudaMemcpyAsync(&host, total, sizeof(Pair), cudaMemcpyDeviceToHost, stream_),
-                    "compactAbove count copy"));
-  GC_CHECK(synchronize());
-  const size_t selected = size_t(host.a + std::min<unsigned long long>(host.b, budget));
-  GC_REQUIRE(selected <= capacity, Err::Internal,
-             "compactAbove: more than capacity = %zu selected elements", capacity);
-  *count = selected;
-  return Status::Ok();
-}
-
-Status CudaBackend::compactAbove(const float* x, size_t n, float threshold, size_t tieBudget,
-                                 uint64_t indexBase, uint64_t* idx, float* val, size_t capacity,
-                                 size_t* count) {
-  return compact(const_cast<float*>(x), n, threshold, tieBudget, indexBase, idx, val, capacity,
-                 count, false);
-}
-
-Status CudaBackend::compactAboveAndZero(float* x, size_t n, float threshold, size_t tieBudget,
-                                        uint64_t indexBase, uint64_t* idx, float* val,
-                                        size_t capacity, size_t* count) {
-  return compact(x, n, threshold, tieBudget, indexBase, idx, val, capacity, count, true);
-}
-
-namespace {
-
-Status scatterImpl(CudaBackend& be, const char* what, float* dst, size_t n, uint64_t base,
-                   const uint64_t* idx, const float* val, size_t count) {
-  if (count == 0) return Status::Ok();
-  GC_CHECK(be.resetResults());
-  uint64_t* res = be.deviceResults();
-  scatterCheck<<<blocksFor(count), kThreads, 0, be.stream()>>>(idx, count, n, base,
-                                                              res + kFirstBad, res + kFirstBad + 1);
-  GC_CHECK(launched(what));
-  uint64_t host[CudaBackend::kResultWords];
-  GC_CHECK(be.fetchResults(host));
-  const size_t firstBad = host[kFirstBad] == kNoneHost ? count : size_t(host[kFirstBad]);
-  const bool ordered = host[kFirstBad + 1] == kNoneHost || host[kFirstBad + 1] >= firstBad;
-  // Entries before a bad one are applied, as the CPU does.
-  if (firstBad > 0) {
-    if (ordered || val == nullptr)
-      scatterParallel<<<blocksFor(firstBad), kThreads, 0, be.stream()>>>(dst, base, idx, val,
-                                                                         firstBad);
-    else
-      scatterSerial<<<1, 1, 0, be.stream()>>>(dst, base, idx, val, firstBad);
-    GC_CHECK(launched(what));
-  }
-  if (firstBad < count) {
-    uint64_t bad = 0;
-    GC_CHECK(cudaCall(cudaMemcpy(&bad, idx + firstBad, 8, cudaMemcpyDeviceToHost), what));
-    return makeStatus(Err::InvalidArgument, "%s: index %llu (entry %zu) outside [%llu, %llu)",
-                      what, (unsigned long long)bad, firstBad, (unsigned long long)base,
-                      (unsigned long long)(base + n));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status CudaBackend::scatterAdd(float* dst, size_t n, uint64_t base, const uint64_t* idx,
-                               const float* val, size_t count) {
-  return scatterImpl(*this, "scatterAdd", dst, n, base, idx, val, count);
-}
-
-Status CudaBackend::scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx,
-                                size_t count) {
-  return scatterImpl(*this, "scatterZero", dst, n, base, idx, nullptr, count);
-}
-
-// The one instantiation point of the gradient-typed kernels: fp32, fp16, bf16.
-Status CudaBackend::accumulateGradient(float* acc, const void* grad, DataType gradType, size_t n) {
-  if (n == 0) return Status::Ok();
-  const unsigned blocks = blocksFor(n, 4);
-  switch (gradType) {
-    case DataType::Float32:
-      accumulateKernel<F32><<<blocks, kThreads, 0, stream_>>>(acc, static_cast<const float*>(grad), n);
-      break;
-    case DataType::Float16:
-      accumulateKernel<F16><<<blocks, kThreads, 0, stream_>>>(acc, static_cast<const uint16_t*>(grad), n);
-      break;
-    case DataType::BFloat16:
-      accumulateKernel<BF16><<<blocks, kThreads, 0, stream_>>>(acc, static_cast<const uint16_t*>(grad), n);
-      break;
-    default:
-      return makeStatus(Err::InvalidArgument,
-                        "accumulateGradient: gradient dtype %s (accepted: float32, float16, bfloat16)",
-                        dtypeName(gradType));
-  }
-  return launched("accumulateGradient");
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(TileScratch::bytes(n), &ws));
+  Carve carve(ws);
+  const TileScratch ts = TileScratch::take(carve, n);
+  p.reads(x, n * 4, 2 * n * 4);
+  if (zeroSelected) p.writes(x, n * 4, capacity * 4);
+  p.writes(idx, capacity * 8);
+  p.writes(val, capacity * 4);
+  p.onFailure(-1, &capacityFailure, capacity);
+  launchTileScan(p, ts, n, SelectFlags{x, threshold, ties},
+                 CompactTotal{budget, capacity, slot},
+                 CompactWrite{x, indexBase, budget, idx, val, zeroSelected});
+  return p.launched();
 }
 
 }  // namespace gradcomp::device

@@ -1,25 +1,24 @@
-// The CUDA executor: eligible ncclAllReduce calls on device memory, run
-// without the calling thread ever waiting for the GPU.
+// The CUDA executor: eligible ncclAllReduce calls on device memory, run on
+// the caller's buffers in device memory without the calling thread ever
+// waiting for the GPU.
 //
-// Per communicator (keyed by its transport): a CudaStage (mapped pinned slots
-// and staging buffers, device/cuda/stream_stage.h) and a ProxyEngine (the
-// proxy thread, cuda_executor_proxy.h). submit() enqueues on the caller's
-// stream: stage-in (device -> pinned) + ready flag, then wait-for-done +
-// stage-out (pinned -> device) + released flag, and returns. The proxy thread
-// sees ready, runs the algorithm over UCX on the pinned staging buffer (in
-// place; Debian's UCX has no CUDA transport, so payloads travel from pinned
-// host memory anyway) and writes done with the status. Errors and timeouts
-// write done too (the stream skips the copy-out and moves on) and mark the
-// communicator failed through asyncError().
+// Per communicator (keyed by its transport), created at its first call and
+// kept for its life: a CudaBackend on the buffers' device (its own stream;
+// the algorithm's residuals, accumulators and scratch live in that device's
+// memory, payloads in its pinned pool), the slots of the stream protocol
+// (device/cuda/stream_signals.h) and a ProxyEngine (the proxy thread,
+// cuda_executor_proxy.h).
 //
-// The algorithm runs on the HostOrderedCudaBackend of the buffer's device:
-// every primitive (selection, compaction, quantization, sign counts, FFT, the
-// dense adds) is a kernel on a private non-blocking stream, over the staging
-// buffer and the algorithm's scratch, which is mapped pinned memory from that
-// backend (device/buffer.h), so kernels write payloads straight into memory
-// UCX sends from. The proxy thread waits for its own stream only; the caller's
-// stream waits on the slot's done flag. tests/test_backend_memory.cc checks in
-// CI that every algorithm hands its primitives only such memory.
+// submit() makes the device current (restoring the caller's after) and
+// enqueues on the caller's stream: ready = seq + 1 (the inputs the caller's
+// earlier work wrote are then complete), then wait done >= seq + 1 and
+// released = seq + 1; it hands the call to the proxy and returns. The proxy
+// sees ready, runs the algorithm on the caller's sendBuf/recvBuf with the
+// communicator's backend (kernels on the backend's stream, payloads over UCX
+// from pinned memory), ends with the backend's sync() -- the result is then
+// complete in recvBuf and errors found in received data surface there -- and
+// writes done with the status. Errors and timeouts write done too (the
+// stream moves on) and mark the communicator failed through asyncError().
 #include "plugin/nccl/executor.h"
 
 #if GRADCOMP_HAVE_CUDA
@@ -27,47 +26,61 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/log.h"
 #include "common/param.h"
 #include "device/backend.h"
 #include "device/cuda/cuda_backend.h"
-#include "device/cuda/host_ordered_backend.h"
-#include "device/cuda/stream_stage.h"
+#include "device/cuda/stream_signals.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
 #include "transport/failure_monitor.h"
 
 namespace gradcomp::nccl {
 namespace {
 
-// In-flight calls per communicator before submit applies backpressure. Each
-// slot holds a staging buffer as large as the largest call it has carried.
+// In-flight calls per communicator before submit applies backpressure.
 constexpr int kDepth = 4;
 
-class StageAdapter final : public StreamSide {
+class SignalAdapter final : public StreamSide {
  public:
-  explicit StageAdapter(std::unique_ptr<device::exec::CudaStage> stage)
-      : stage_(std::move(stage)) {}
-  int depth() const override { return stage_->depth(); }
-  device::exec::Slot* slot(int i) override { return stage_->slot(i); }
-  void* staging(int i) override { return stage_->staging(i); }
-  Status reserve(int i, size_t bytes) override { return stage_->reserve(i, bytes); }
-  Status enqueueStageIn(int i, uint64_t seq, const void* src, size_t bytes, void* stream) override {
-    return stage_->enqueueStageIn(i, seq, src, bytes, static_cast<cudaStream_t>(stream));
+  explicit SignalAdapter(std::unique_ptr<device::exec::CudaSignals> signals)
+      : signals_(std::move(signals)) {}
+  int depth() const override { return signals_->depth(); }
+  device::exec::Slot* slot(int i) override { return signals_->slot(i); }
+  Status enqueueReady(int i, uint64_t seq, void* stream) override {
+    return signals_->enqueueReady(i, seq, static_cast<cudaStream_t>(stream));
   }
-  Status enqueueStageOut(int i, uint64_t seq, void* dst, void* stream) override {
-    return stage_->enqueueStageOut(i, seq, dst, static_cast<cudaStream_t>(stream));
+  Status enqueueWaitDone(int i, uint64_t seq, void* stream) override {
+    return signals_->enqueueWaitDone(i, seq, static_cast<cudaStream_t>(stream));
   }
 
  private:
-  std::unique_ptr<device::exec::CudaStage> stage_;
+  std::unique_ptr<device::exec::CudaSignals> signals_;
 };
 
 struct CommProxy {
-  std::unique_ptr<StageAdapter> side;
-  std::unique_ptr<ProxyEngine> engine;  // destroyed first (joins the proxy)
-  ~CommProxy() { engine.reset(); }
+  int device = -1;
+  std::unique_ptr<device::CudaBackend> backend;
+  std::unique_ptr<SignalAdapter> side;
+  std::unique_ptr<ProxyEngine> engine;  // stopped first (joins the proxy)
 };
+
+// What released communicators leave behind. The communicator's algorithm
+// state (residuals, payload buffers) is destroyed after release() and gives
+// its memory back through the backend, so a released backend stays alive
+// (idle: it freed what it held itself and returns further blocks to the
+// driver as they come back); the slots stay too, since the caller's streams
+// may still have their last waits on them enqueued. A stream and a few
+// kilobytes per destroyed communicator, for the rest of the process.
+struct Retired {
+  std::unique_ptr<device::CudaBackend> backend;
+  std::unique_ptr<SignalAdapter> side;
+};
+std::vector<Retired>& retired() {
+  static auto* list = new std::vector<Retired>();
+  return *list;
+}
 
 class CudaExecutor final : public Executor {
  public:
@@ -77,28 +90,32 @@ class CudaExecutor final : public Executor {
   Status submit(const CompressedCall& call, cudaStream_t stream) override {
     GC_REQUIRE(call.algorithm && call.net && call.config, Err::Internal,
                "cuda executor: incomplete CompressedCall");
-    ProxyEngine* engine = nullptr;
-    GC_CHECK(engineFor(call.net, &engine));
     const int ordinal = deviceOrdinal(call.args.recvBuf);
     GC_REQUIRE(ordinal >= 0, Err::InvalidArgument,
                "cuda executor: cannot tell the CUDA device of recvbuff %p", call.args.recvBuf);
-    device::HostOrderedCudaBackend* dev = nullptr;
-    GC_CHECK(device::HostOrderedCudaBackend::shared(ordinal, &dev));
-    const size_t bytes = call.args.count * dtypeSize(call.args.dtype);
-    CompressedCall job = call;
-    // Residuals and thresholds are keyed by the user's buffer, not the slot.
-    if (job.args.bufferKey == 0) job.args.bufferKey = uint64_t(uintptr_t(call.args.recvBuf));
-    return engine->submit(
-        call.args.sendBuf, bytes, call.args.recvBuf, bytes,
-        [job, dev](void* staging, size_t stagedBytes, size_t* outBytes) -> Status {
-          algo::AllreduceArgs args = job.args;
-          args.sendBuf = staging;
-          args.recvBuf = staging;
+    const int sendOrdinal = deviceOrdinal(call.args.sendBuf);
+    GC_REQUIRE(sendOrdinal == ordinal, Err::InvalidArgument,
+               "cuda executor: sendbuff %p is on CUDA device %d, recvbuff %p on device %d",
+               call.args.sendBuf, sendOrdinal, call.args.recvBuf, ordinal);
+    // The caller's stream belongs to the buffers' device: enqueue with it
+    // current, and give the caller back its own current device after.
+    device::CurrentDevice current(ordinal);
+    GC_CHECK(current.status());
+    CommProxy* comm = nullptr;
+    GC_CHECK(commFor(call.net, ordinal, &comm));
+    device::CudaBackend* dev = comm->backend.get();
+    const CompressedCall job = call;
+    return comm->engine->submit(
+        [job, dev]() -> Status {
+          device::CurrentDevice proxyDevice(dev->deviceOrdinal());  // the proxy thread's
+          GC_CHECK(proxyDevice.status());
           algo::Context ctx{*job.net, *dev, *job.config, job.callSeq, job.errorFeedback};
           if (job.algorithmName) job.net->setActivity(job.algorithmName);
-          GC_CHECK(job.algorithm->allreduce(ctx, args));
-          *outBytes = stagedBytes;
-          return Status::Ok();
+          const Status ran = job.algorithm->allreduce(ctx, job.args);
+          // Also after a failure half-way: no kernel of this call may still
+          // write recvBuf once done lets the caller's stream go on.
+          const Status synced = dev->sync();
+          return ran.ok() ? synced : ran;
         },
         stream);
   }
@@ -118,22 +135,30 @@ class CudaExecutor final : public Executor {
       gone = std::move(it->second);
       comms_.erase(it);
     }
+    // Every queued call gets its done flag before the proxy stops.
     gone->engine->shutdown(abortPending);
-    // The stage (pinned memory) may still be read by stage-out kernels of the
-    // calls just completed; freeing it with cudaFreeHost waits for them.
+    gone->engine.reset();
+    {
+      device::CurrentDevice current(gone->device);
+      gone->backend->retire();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    retired().push_back(Retired{std::move(gone->backend), std::move(gone->side)});
   }
 
  private:
-  Status engineFor(transport::Transport* net, ProxyEngine** out) {
+  Status commFor(transport::Transport* net, int device, CommProxy** out) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = comms_.find(net);
     if (it == comms_.end()) {
-      std::unique_ptr<device::exec::CudaStage> stage;
-      GC_CHECK(device::exec::CudaStage::create(kDepth, &stage));
+      auto proxy = std::make_unique<CommProxy>();
+      proxy->device = device;
+      GC_CHECK(device::CudaBackend::create(device, &proxy->backend));
+      std::unique_ptr<device::exec::CudaSignals> signals;
+      GC_CHECK(device::exec::CudaSignals::create(kDepth, &signals));
+      proxy->side = std::make_unique<SignalAdapter>(std::move(signals));
       double timeoutS = 60;
       GC_CHECK(param::getDouble(param::Id::TIMEOUT_S, &timeoutS));
-      auto proxy = std::make_unique<CommProxy>();
-      proxy->side = std::make_unique<StageAdapter>(std::move(stage));
       ProxyWatch watch;
       if (std::shared_ptr<transport::FailureMonitor> m = net->failureMonitor()) {
         watch.agreedFailure = [m] { return m->verdict(); };
@@ -145,7 +170,11 @@ class CudaExecutor final : public Executor {
           timeoutS, std::move(watch));
       it = comms_.emplace(net, std::move(proxy)).first;
     }
-    *out = it->second->engine.get();
+    GC_REQUIRE(it->second->device == device, Err::InvalidArgument,
+               "cuda executor: the communicator runs on CUDA device %d, this call's buffers are "
+               "on device %d",
+               it->second->device, device);
+    *out = it->second.get();
     return Status::Ok();
   }
 

@@ -13,7 +13,7 @@ using device::exec::storeRelease;
 using Clock = std::chrono::steady_clock;
 
 // Polls `cond` until it holds, `stop` holds, or `timeoutS` passes. Spins
-// briefly, then yields, then sleeps in growing steps up to 1 ms: cheap when
+// briefly, then yields, then sleeps in growing steps up to 200 us: cheap when
 // the flag is about to flip, and never a busy core when it is far off (more
 // ranks than cores). Returns true when cond held.
 template <class Cond, class Stop>
@@ -29,7 +29,7 @@ bool pollUntil(Cond cond, Stop stop, double timeoutS) {
       continue;
     }
     std::this_thread::sleep_for(nap);
-    if (nap < std::chrono::microseconds(1000)) nap *= 2;
+    if (nap < std::chrono::microseconds(200)) nap *= 2;
   }
 }
 
@@ -72,8 +72,7 @@ Status ProxyEngine::waitSlotFree(int slot, uint64_t seq) {
   return Status::Ok();
 }
 
-Status ProxyEngine::submit(const void* src, size_t bytes, void* dst, size_t outCapacity, Job job,
-                           void* stream) {
+Status ProxyEngine::submit(Job job, void* stream) {
   GC_CHECK(asyncError());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -83,19 +82,16 @@ Status ProxyEngine::submit(const void* src, size_t bytes, void* dst, size_t outC
   const uint64_t seq = nextSeq_;
   const int slot = int(seq % uint64_t(side_.depth()));
   GC_CHECK(waitSlotFree(slot, seq));
-  GC_CHECK(side_.reserve(slot, bytes > outCapacity ? bytes : outCapacity));
-  // Enqueue both halves before the proxy may see the job: if the second
+  // Enqueue both signals before the proxy may see the job: if the second
   // enqueue fails nothing was handed over and the stream's ready for seq is
-  // answered by a done-with-error below, so the stream still never hangs.
-  GC_CHECK(side_.enqueueStageIn(slot, seq, src, bytes, stream));
-  Status s = side_.enqueueStageOut(slot, seq, dst, stream);
+  // answered by a done-with-error below, so nothing waits forever.
+  GC_CHECK(side_.enqueueReady(slot, seq, stream));
+  Status s = side_.enqueueWaitDone(slot, seq, stream);
   ++nextSeq_;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!s.ok()) {
-      job = [s](void*, size_t, size_t*) { return s; };
-    }
-    queue_.push_back(Pending{seq, slot, bytes, outCapacity, std::move(job)});
+    if (!s.ok()) job = [s]() { return s; };
+    queue_.push_back(Pending{seq, slot, std::move(job)});
   }
   cv_.notify_one();
   return s;
@@ -126,8 +122,7 @@ Status ProxyEngine::agreedFailure() const {
   return watch_.agreedFailure ? watch_.agreedFailure() : Status::Ok();
 }
 
-Status ProxyEngine::runOne(Pending& p, size_t* outBytes) {
-  *outBytes = 0;
+Status ProxyEngine::runOne(Pending& p) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok()) return error_;  // broken transport: complete without running
@@ -137,16 +132,7 @@ Status ProxyEngine::runOne(Pending& p, size_t* outBytes) {
                       name_.c_str(), (unsigned long long)p.seq);
   }
   GC_CHECK(waitReady(p));
-  Slot* s = side_.slot(p.slot);
-  const uint64_t staged = s->deviceWords[device::exec::kStagedBytes];
-  GC_REQUIRE(staged == p.bytes, Err::Internal,
-             "CUDA executor (%s): call %llu staged %llu bytes, expected %zu", name_.c_str(),
-             (unsigned long long)p.seq, (unsigned long long)staged, p.bytes);
-  GC_CHECK(p.job(side_.staging(p.slot), p.bytes, outBytes));
-  GC_REQUIRE(*outBytes <= p.outCapacity, Err::Internal,
-             "CUDA executor (%s): call %llu produced %zu bytes for a %zu-byte output",
-             name_.c_str(), (unsigned long long)p.seq, *outBytes, p.outCapacity);
-  return Status::Ok();
+  return p.job();
 }
 
 void ProxyEngine::proxyLoop() {
@@ -159,11 +145,9 @@ void ProxyEngine::proxyLoop() {
       p = std::move(queue_.front());
       queue_.pop_front();
     }
-    size_t out = 0;
-    const Status st = runOne(p, &out);
+    const Status st = runOne(p);
     if (!st.ok()) fail(st);
     Slot* s = side_.slot(p.slot);
-    s->proxyWords[device::exec::kOutBytes] = st.ok() ? out : 0;
     s->status = st.ok() ? 0 : uint64_t(st.code());
     storeRelease(&s->done, p.seq + 1);  // last: publishes the words above
     completed_.fetch_add(1);

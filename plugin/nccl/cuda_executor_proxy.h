@@ -4,15 +4,16 @@
 // thread standing in for the stream (tests/test_executor_protocol.cc).
 //
 // Roles:
-// - the calling thread (submit) picks slot seq % depth, grows its staging
-//   buffer, enqueues stage-in and stage-out on the caller's stream, hands the
-//   job to the proxy and returns. It never waits for the GPU, except when all
+// - the calling thread (submit) picks slot seq % depth, enqueues "ready" and
+//   "wait for done, then released" on the caller's stream, hands the job to
+//   the proxy and returns. It never waits for the GPU, except when all
 //   `depth` slots are still in flight (backpressure, like NCCL's full work
 //   FIFO), and then at most GRADCOMP_TIMEOUT_S.
 // - the proxy thread takes jobs in submission order, waits (yielding, at most
-//   GRADCOMP_TIMEOUT_S) for the stream's ready flag, runs the job on the
-//   staged bytes and writes done, always: on error and timeout too (status
-//   != 0, so the stream skips the copy-out instead of hanging).
+//   GRADCOMP_TIMEOUT_S) for the stream's ready flag -- the caller's inputs are
+//   then complete in device memory --, runs the job (the algorithm on the
+//   caller's buffers, ending with its backend's sync) and writes done,
+//   always: on error and timeout too, so the stream moves on.
 // - after the first failure every later call completes with that error
 //   without running (the transport is broken), asyncError() reports it and
 //   submit() refuses new calls.
@@ -33,24 +34,16 @@
 
 namespace gradcomp::nccl {
 
-// What runs on the caller's stream: a GPU (CudaStreamSide) or a test stand-in.
+// What runs on the caller's stream: a GPU (CudaSignals) or a test stand-in.
 class StreamSide {
  public:
   virtual ~StreamSide() = default;
   virtual int depth() const = 0;
   virtual device::exec::Slot* slot(int i) = 0;
-  // Host address of slot i's staging buffer (valid after reserve).
-  virtual void* staging(int i) = 0;
-  // Grows slot i's staging buffer to at least `bytes`. Called by the calling
-  // thread only while slot i is idle (released).
-  virtual Status reserve(int i, size_t bytes) = 0;
-  // Enqueue on `stream`: copy `bytes` of src into staging(i), set
-  // deviceWords[kStagedBytes] = bytes, then ready = seq + 1.
-  virtual Status enqueueStageIn(int i, uint64_t seq, const void* src, size_t bytes,
-                                void* stream) = 0;
-  // Enqueue on `stream`: wait done >= seq + 1; when status == 0 copy
-  // proxyWords[kOutBytes] bytes of staging(i) to dst; then released = seq + 1.
-  virtual Status enqueueStageOut(int i, uint64_t seq, void* dst, void* stream) = 0;
+  // Enqueue on `stream`: ready = seq + 1, after the work enqueued before.
+  virtual Status enqueueReady(int i, uint64_t seq, void* stream) = 0;
+  // Enqueue on `stream`: wait until done >= seq + 1, then released = seq + 1.
+  virtual Status enqueueWaitDone(int i, uint64_t seq, void* stream) = 0;
 };
 
 // The communicator's failure monitor, seen through two callbacks (either may
@@ -64,9 +57,9 @@ struct ProxyWatch {
 
 class ProxyEngine {
  public:
-  // Runs on the proxy thread with the staged bytes (in place); sets *outBytes
-  // (at most the staging size) to the result length the stream copies out.
-  using Job = std::function<Status(void* staging, size_t stagedBytes, size_t* outBytes)>;
+  // Runs on the proxy thread once the stream reached the call; its kernels
+  // have completed when it returns (the CUDA executor ends it with a sync).
+  using Job = std::function<Status()>;
 
   // name: for messages ("communicator #3"); timeoutS: GRADCOMP_TIMEOUT_S.
   ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch = {});
@@ -74,11 +67,9 @@ class ProxyEngine {
   ProxyEngine(const ProxyEngine&) = delete;
   ProxyEngine& operator=(const ProxyEngine&) = delete;
 
-  // Calling thread. `bytes` of src are staged; the result (job's *outBytes,
-  // at most outCapacity) lands in dst. Ok = enqueued; the outcome arrives
-  // through asyncError() (and the next submit).
-  Status submit(const void* src, size_t bytes, void* dst, size_t outCapacity, Job job,
-                void* stream);
+  // Calling thread. Ok = enqueued; the outcome arrives through asyncError()
+  // (and the next submit).
+  Status submit(Job job, void* stream);
   // Ok, or the first failure of any call so far.
   Status asyncError() const;
   // Stops the proxy: drain runs every queued call (each still bounded by the
@@ -93,12 +84,10 @@ class ProxyEngine {
   struct Pending {
     uint64_t seq;
     int slot;
-    size_t bytes;
-    size_t outCapacity;
     Job job;
   };
   void proxyLoop();
-  Status runOne(Pending& p, size_t* outBytes);
+  Status runOne(Pending& p);
   Status waitReady(const Pending& p);
   Status agreedFailure() const;
   Status waitSlotFree(int slot, uint64_t seq);
