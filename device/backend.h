@@ -151,7 +151,9 @@ class Backend {
   // dst[idx[i] - base] = +0.0 (same range rule as scatterAdd).
   virtual Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx,
                              size_t count) = 0;
-  // counts[j] = #{i : |x[i]| > thresholds[j]} for j < m, in one pass.
+  // counts[j] = #{i : |x[i]| > thresholds[j]} for j < m <= kCountAboveManyMax
+  // (more is InvalidArgument), in one pass; a NaN threshold counts nothing.
+  static constexpr size_t kCountAboveManyMax = 256;
   virtual Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
                                 size_t* counts) = 0;
   // *sum = sum of x[i], *sumSquares = sum of x[i]^2 over finite x (fp64), in

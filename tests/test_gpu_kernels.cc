@@ -494,3 +494,107 @@ TEST_CASE("cuda DenseStream size, encode and decode match the cpu", "[gpu]") {
   sameOutcome(f.done(), f.cpu.denseStreamEncode(sorted.data(), vals.data(), 2, 0, 4, co.data(), 21));
   CHECK(f.gpu.denseStreamSize(ds.ptr(), 2, 5, &b, &bl).code() == Err::InvalidArgument);
 }
+
+TEST_CASE("cuda countAboveMany, moments and gatherValues match the cpu", "[gpu]") {
+  Fixture f;
+  for (size_t n : kSizes)
+    for (int kind = 0; kind < 4; ++kind) {
+      INFO("n " << n << " kind " << kind);
+      const std::vector<float> x = makeInput(n, kind, 40 + n + kind);
+      DevBuf<float> dx(f.gpu, x);
+      // Unsorted thresholds with repeats, zero, a NaN and +inf (Gaussiank's
+      // 64 candidates are one instance).
+      std::vector<float> th = {1.0f, 0.25f, 0.0f, 3.0f, 0.25f, NAN, INFINITY, 0.5f};
+      for (int j = 0; j < 56; ++j) th.push_back(2.0f * std::pow(0.95f, float(j)));
+      std::vector<size_t> cc(th.size()), gc(th.size(), 7);
+      HostArray<float> hth = testing::hostCopy(f.gpu, th);
+      REQUIRE(f.gpu.countAboveMany(dx.ptr(), n, hth.data(), th.size(), gc.data()).ok());
+      REQUIRE(f.done().ok());
+      REQUIRE(f.cpu.countAboveMany(x.data(), n, th.data(), th.size(), cc.data()).ok());
+      CHECK(gc == cc);
+      double gs = 1, gq = 1, cs = 0, cq = 0;
+      REQUIRE(f.gpu.moments(dx.ptr(), n, &gs, &gq).ok());
+      REQUIRE(f.done().ok());
+      REQUIRE(f.cpu.moments(x.data(), n, &cs, &cq).ok());
+      CHECK(std::memcmp(&gs, &cs, 8) == 0);  // the fixed order: bit for bit
+      CHECK(std::memcmp(&gq, &cq, 8) == 0);
+      std::vector<uint64_t> idx = sortedList(n, 0.1, 0, n + 3);
+      idx.push_back(n - 1);
+      idx.push_back(0);  // any order, repeats allowed
+      DevBuf<uint64_t> di(f.gpu, idx);
+      DevBuf<float> dg(f.gpu, idx.size());
+      std::vector<float> vc(idx.size());
+      REQUIRE(f.gpu.gatherValues(dg.ptr(), dx.ptr(), n, di.ptr(), idx.size()).ok());
+      REQUIRE(f.done().ok());
+      REQUIRE(f.cpu.gatherValues(vc.data(), x.data(), n, idx.data(), idx.size()).ok());
+      CHECK(sameBits(dg.get(), vc));
+      idx[idx.size() / 2] = n;  // one past the end
+      di.put(idx);
+      REQUIRE(f.gpu.gatherValues(dg.ptr(), dx.ptr(), n, di.ptr(), idx.size()).ok());
+      sameOutcome(f.done(), f.cpu.gatherValues(vc.data(), x.data(), n, idx.data(), idx.size()));
+    }
+  // More thresholds than the contract allows: refused at the call.
+  std::vector<size_t> counts(Backend::kCountAboveManyMax + 1);
+  std::vector<float> many(counts.size(), 1.0f);
+  DevBuf<float> one(f.gpu, std::vector<float>{2.0f});
+  CHECK(f.gpu.countAboveMany(one.ptr(), 1, many.data(), many.size(), counts.data()).code() ==
+        Err::InvalidArgument);
+}
+
+TEST_CASE("cuda index sets: offsets and bitmaps round trip, corrupt bodies as the cpu", "[gpu]") {
+  Fixture f;
+  for (size_t n : kSizes)
+    for (double density : {0.0, 0.01, 0.4, 1.0})
+      for (int coding : {4, 8, Backend::kIndexBitmap}) {
+        INFO("n " << n << " density " << density << " coding " << coding);
+        const std::vector<uint64_t> idx = sortedList(n, density, 500, n + 11);
+        const size_t bytes = Backend::indexSetBytes(idx.size(), n, coding);
+        DevBuf<uint64_t> di(f.gpu, idx);
+        // The body in host memory at an odd offset, as in a payload.
+        HostArray<uint8_t> body(f.gpu, bytes + 3);
+        std::vector<uint8_t> want(bytes + 3, 0);
+        REQUIRE(f.gpu.indexEncode(di.ptr(), idx.size(), 500, n, coding, body.data() + 3).ok());
+        REQUIRE(f.done().ok());
+        REQUIRE(f.cpu.indexEncode(idx.data(), idx.size(), 500, n, coding, want.data() + 3).ok());
+        CHECK(std::equal(want.begin() + 3, want.end(), body.data() + 3));
+        DevBuf<uint64_t> back(f.gpu, idx.size());
+        REQUIRE(f.gpu.indexDecode(body.data() + 3, idx.size(), 500, n, coding, back.ptr(), 2).ok());
+        REQUIRE(f.done().ok());
+        CHECK(back.get() == idx);
+        if (idx.size() < 2) continue;
+        // One defect each: the cpu's code and message.
+        std::vector<uint8_t> bad(want.begin() + 3, want.end());
+        std::vector<uint64_t> out(idx.size() + 1);
+        auto compare = [&](size_t count) {
+          HostArray<uint8_t> hb = testing::hostCopy(f.gpu, bad);
+          DevBuf<uint64_t> dout(f.gpu, count);
+          REQUIRE(f.gpu.indexDecode(hb.data(), count, 500, n, coding, dout.ptr(), 2).ok());
+          sameOutcome(f.done(), f.cpu.indexDecode(bad.data(), count, 500, n, coding, out.data(), 2));
+        };
+        if (coding == Backend::kIndexBitmap) {
+          compare(idx.size() - 1);  // more members than announced
+          if (idx.size() + 1 <= out.size()) compare(idx.size() + 1);  // fewer
+          if (n % 8) {
+            bad.back() |= 0x80;  // a padding bit
+            compare(idx.size());
+          }
+        } else {
+          const size_t at = idx.size() / 2;
+          std::memcpy(&bad[at * size_t(coding)], &bad[(at - 1) * size_t(coding)], size_t(coding));
+          compare(idx.size());  // a repeat: not ascending
+          bad[(idx.size() - 1) * size_t(coding)] = 0xFF;
+          bad[(idx.size() - 1) * size_t(coding) + 1] = 0xFF;
+          bad[(idx.size() - 1) * size_t(coding) + 2] = 0xFF;
+          compare(idx.size());  // the first defect still wins
+        }
+      }
+  // Encoder input out of order: Internal, as the cpu.
+  const std::vector<uint64_t> unordered = {5, 3};
+  DevBuf<uint64_t> du(f.gpu, unordered);
+  HostArray<uint8_t> out(f.gpu, 16);
+  std::vector<uint8_t> cout(16);
+  for (int coding : {4, Backend::kIndexBitmap}) {
+    REQUIRE(f.gpu.indexEncode(du.ptr(), 2, 0, 10, coding, out.data()).ok());
+    sameOutcome(f.done(), f.cpu.indexEncode(unordered.data(), 2, 0, 10, coding, cout.data()));
+  }
+}

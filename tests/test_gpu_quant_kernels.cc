@@ -257,10 +257,22 @@ TEST_CASE("cuda sign votes, counts, majority and expansion match the cpu", "[gpu
         REQUIRE(f.done().ok());
         CHECK(std::vector<uint8_t>(g2.begin(), g2.end()) == c2);
         std::vector<uint8_t> decision(sc.size());
-        REQUIRE(f.cpu.signMajority(c2.data(), w, n, 3, decision.data()).ok());
-        REQUIRE(f.gpu.signMajority(g2.data(), w, n, 3, dec.data()).ok());
+        const SignTies negative{false, 0}, hashed{true, 0x5EEDull + n};
+        REQUIRE(f.cpu.signMajority(c2.data(), w, n, 3, negative, 0, decision.data()).ok());
+        REQUIRE(f.gpu.signMajority(g2.data(), w, n, 3, negative, 0, dec.data()).ok());
         REQUIRE(f.done().ok());
         CHECK(std::vector<uint8_t>(dec.begin(), dec.end()) == decision);
+        // Ties: one rank's votes (counts 0 or 1) of 2 ranks, split by the hash
+        // of the global index (indexBase shifts it) or all negative.
+        for (const SignTies& ties : {negative, hashed}) {
+          std::vector<uint8_t> tc(sc.size());
+          REQUIRE(f.cpu.signMajority(c1.data(), w, n, 2, ties, 1000, tc.data()).ok());
+          REQUIRE(f.gpu.signMajority(g1.data(), w, n, 2, ties, 1000, dec.data()).ok());
+          REQUIRE(f.done().ok());
+          CHECK(std::vector<uint8_t>(dec.begin(), dec.end()) == tc);
+        }
+        REQUIRE(f.gpu.signMajority(g2.data(), w, n, 3, negative, 0, dec.data()).ok());
+        REQUIRE(f.done().ok());
         std::vector<float> ec(n);
         DevBuf<float> eg(f.gpu, n);
         REQUIRE(f.cpu.signExpand(decision.data(), n, 0.5f, -0.25f, ec.data(), -1).ok());
@@ -268,8 +280,8 @@ TEST_CASE("cuda sign votes, counts, majority and expansion match the cpu", "[gpu
         REQUIRE(f.done().ok());
         CHECK(sameBits(eg.get(), ec));
         // Counts above what they cover; set padding bits.
-        REQUIRE(f.gpu.signMajority(g2.data(), w, n, 1, dec.data()).ok());
-        sameOutcome(f.done(), f.cpu.signMajority(c2.data(), w, n, 1, decision.data()));
+        REQUIRE(f.gpu.signMajority(g2.data(), w, n, 1, negative, 0, dec.data()).ok());
+        sameOutcome(f.done(), f.cpu.signMajority(c2.data(), w, n, 1, negative, 0, decision.data()));
         REQUIRE(f.gpu.signCountAdd(g2.data(), w, 0, sg.data(), n, g1.data(), w, 4).ok());
         sameOutcome(f.done(), f.cpu.signCountAdd(c2.data(), w, 0, sc.data(), n, c1.data(), w, 4));
       }

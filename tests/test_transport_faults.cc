@@ -193,10 +193,18 @@ int unmatchedAtTeardown(int rank, bool peerDies, const std::string& log) {
   char mine = char(rank), theirs = -1;
   if (!t.sendRecv(1 - rank, &mine, 1, 1 - rank, &theirs, 1, 5).ok()) return 32;
   if (rank == 1) {
-    if (peerDies) raise(SIGKILL);
+    if (peerDies) {
+      // Die only once rank 0 is past its exchange: a death noticed while rank
+      // 0 still waits in it would fail that wait (code 32), not the teardown.
+      char go = 0;
+      if (!t.irecv(0, 3, &go, 1, &h).ok() || !t.wait(h).ok()) return 38;
+      raise(SIGKILL);
+    }
     return t.barrier().ok() ? 0 : 33;
   }
   if (peerDies) {
+    char go = 1;
+    if (!t.isend(1, 3, &go, 1, &h).ok() || !t.wait(h).ok()) return 39;
     Status s = t.irecv(1, 6, buf.data(), buf.size(), &h);
     if (s.ok()) s = t.wait(h);
     if (s.ok()) return 34;

@@ -1,5 +1,6 @@
 // Selection, compaction, scatter and sorted-list primitives of the CPU backend.
 #include <algorithm>
+#include <limits>
 #include <cstring>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include "device/backend.h"
 #include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
@@ -208,12 +210,17 @@ Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t 
   // One pass: each |x| finds, by binary search over the thresholds sorted
   // ascending, how many of them it exceeds; a histogram of that number
   // gives every count (a suffix sum).
+  GC_REQUIRE(m <= Backend::kCountAboveManyMax, Err::InvalidArgument,
+             "countAboveMany: %zu thresholds (at most %zu)", m, Backend::kCountAboveManyMax);
+  // A NaN threshold is exceeded by nothing, like +inf: sorted as +inf.
+  auto key = [&](uint32_t j) {
+    return std::isnan(thresholds[j]) ? std::numeric_limits<float>::infinity() : thresholds[j];
+  };
   std::vector<uint32_t> order(m);
   for (size_t j = 0; j < m; ++j) order[j] = uint32_t(j);
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return thresholds[a] < thresholds[b]; });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
   std::vector<float> sorted(m);
-  for (size_t j = 0; j < m; ++j) sorted[j] = thresholds[order[j]];
+  for (size_t j = 0; j < m; ++j) sorted[j] = key(order[j]);
   std::vector<size_t> exceeds(m + 1, 0);  // exceeds[e]: elements above exactly e thresholds
   for (size_t i = 0; i < n; ++i) {
     const float a = std::fabs(x[i]);

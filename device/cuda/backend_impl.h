@@ -223,6 +223,19 @@ class Prim {
     *slot = static_cast<T*>(p);
     return Status::Ok();
   }
+  // `count` scalar results in one slot, copied to dst[0..count) at sync()
+  // (at most kSlotChunk bytes).
+  template <class T>
+  Status resultArray(T* dst, size_t count, T** slot) {
+    GC_REQUIRE(count * sizeof(T) <= kSlotChunk, Err::Internal,
+               "cuda %s: %zu scalar results exceed a slot chunk", name_, count);
+    void* p = nullptr;
+    GC_CHECK(slotFor(count * sizeof(T), &p));
+    s_.scalars.push_back(ScalarCopy{p, dst, unsigned(count * sizeof(T)), op_});
+    s_.traffic.d2hBytes += count * sizeof(T);
+    *slot = static_cast<T*>(p);
+    return Status::Ok();
+  }
   // A result known on the host (empty inputs): delivered at sync() as well.
   template <class T>
   Status resultValue(T* dst, const T& value) {

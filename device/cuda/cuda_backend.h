@@ -95,6 +95,11 @@ class CudaBackend final : public Backend {
                     size_t count) override;
   Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx,
                      size_t count) override;
+  Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                        size_t* counts) override;
+  Status moments(const float* x, size_t n, double* sum, double* sumSquares) override;
+  Status gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx,
+                      size_t count) override;
   Status gather(uint64_t* dst, const uint64_t* src, size_t srcCount, const uint64_t* pos,
                 size_t count) override;
   Status lowerBound(const uint64_t* sorted, size_t n, const uint64_t* keys, size_t nkeys,
@@ -124,6 +129,10 @@ class CudaBackend final : public Backend {
   Status denseStreamDecode(const void* in, size_t bytes, size_t blocks, uint64_t n,
                            uint64_t base, int indexBytes, size_t nnz, uint64_t* idx, float* val,
                            int source) override;
+  Status indexEncode(const uint64_t* idx, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                     void* out) override;
+  Status indexDecode(const void* in, size_t count, uint64_t base, uint64_t n, int indexBytes,
+                     uint64_t* idx, int source) override;
 
   Status absStats(const float* src, size_t n, AbsStats* out) override;
   Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec, uint64_t indexBase,
@@ -145,7 +154,7 @@ class CudaBackend final : public Backend {
   Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_t* signBits,
                       size_t n, uint8_t* countsOut, int outBits, int source) override;
   Status signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
-                      uint8_t* decision) override;
+                      const SignTies& ties, uint64_t indexBase, uint8_t* decision) override;
   Status signExpand(const uint8_t* bits, size_t n, float pos, float neg, float* dst,
                     int source) override;
   Status blockDot(const float* x, const float* d, size_t n, size_t block, float* out) override;

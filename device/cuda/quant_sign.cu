@@ -67,15 +67,21 @@ Status countFailure(const OpInfo& op, const FailureRecord& f) {
   }
 }
 
+// A tie (2 * count == nranks) goes up by signTieUp (quant_types.h), twin here.
 struct MajorityCode {
   const uint8_t* counts;
   int bits;
   uint32_t nranks;
+  bool hashTies;
+  uint64_t tieSeed;
+  uint64_t indexBase;
   Ctl ctl;
   __device__ uint32_t operator()(size_t i) const {
     const uint32_t c = getBits(counts, i, bits);
     if (c > nranks) fail(ctl, keyKind(1, i), c);
-    return 2 * uint64_t(c) > uint64_t(nranks) ? 1u : 0u;
+    const uint64_t twice = 2 * uint64_t(c);
+    if (twice != uint64_t(nranks)) return twice > uint64_t(nranks) ? 1u : 0u;
+    return hashTies && (cuda::mix64(tieSeed ^ cuda::mix64(indexBase + i)) & 1u) ? 1u : 0u;
   }
 };
 __global__ void majorityKernel(Ctl ctl, MajorityCode code, size_t n, uint8_t* out) {
@@ -196,7 +202,7 @@ Status CudaBackend::signCountAdd(const uint8_t* countsIn, int inBits, int maxIn,
 }
 
 Status CudaBackend::signMajority(const uint8_t* counts, int bits, size_t n, int nranks,
-                                 uint8_t* decision) {
+                                 const SignTies& ties, uint64_t indexBase, uint8_t* decision) {
   Prim p(state(), "signMajority");
   GC_CHECK(checkWidth(bits, "signMajority"));
   if (n == 0) return Status::Ok();
@@ -211,7 +217,8 @@ Status CudaBackend::signMajority(const uint8_t* counts, int bits, size_t n, int 
   uint8_t* out = p.landing(decision, outBytes, carve);
   p.onFailure(-1, &majorityFailure, n, uint64_t(nranks));
   majorityKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(
-      p.ctl(), MajorityCode{counts, bits, uint32_t(nranks), Ctl{}}, n, out);
+      p.ctl(), MajorityCode{counts, bits, uint32_t(nranks), ties.hash, ties.seed, indexBase, Ctl{}},
+      n, out);
   GC_CHECK(p.launched());
   return p.land(decision, out, outBytes);
 }

@@ -14,6 +14,7 @@
 // measured; the same "skipped" code the [gpu] tests use).
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -145,6 +146,10 @@ int main(int argc, char** argv) {
     for (float& v : scales) v = 0.5f;
     float threshold = 0;
     size_t count = 0, dsBytes = 0, dsBlocks = 0;
+    HostArray<float> candidates(be, 64);  // Gaussiank's threshold candidates
+    for (size_t j = 0; j < candidates.size(); ++j) candidates[j] = 3.0f * std::pow(0.95f, float(j));
+    std::vector<size_t> manyCounts(candidates.size());
+    double sum = 0, sumSquares = 0;
     AccumulateStats acst;
     AbsStats abst;
     MaxMinSpec mm;
@@ -196,6 +201,11 @@ int main(int argc, char** argv) {
         {"kth_largest_abs_4pass", 16,
          [&] { return be.kthLargestAbs(x.data(), n, sparse, &threshold, nullptr); }},
         {"count_above", 4, [&] { return be.countAbove(x.data(), n, threshold, &count); }},
+        {"count_above_64_thresholds", 4,
+         [&] { return be.countAboveMany(x.data(), n, candidates.data(), candidates.size(), manyCounts.data()); }},
+        {"moments_f64", 4, [&] { return be.moments(x.data(), n, &sum, &sumSquares); }},
+        {"gather_values_1pct", 0.01 * 16,
+         [&] { return be.gatherValues(val2.data(), x.data(), n, idx.data(), count); }},
         {"compact_above_1pct", 8.12,
          [&] { return be.compactAbove(x.data(), n, threshold, 0, 0, idx.data(), val.data(), sparse, &count, false); }},
         {"compact_above_zero_1pct", 8.16,

@@ -1,0 +1,206 @@
+// Statistics and gathers of the sparse family on the GPU (CPU reference:
+// device/cpu/sparse_select.cc, bit for bit): counts above many thresholds in
+// one pass (Gaussiank's candidates), fp64 moments in the contract's fixed
+// order, and values gathered at an index list (cltk).
+#include "device/cuda/cuda_backend.h"
+#include "device/cuda/kernel_common.cuh"
+
+namespace gradcomp::device {
+namespace {
+
+using namespace cuda;
+
+// ---- countAboveMany ------------------------------------------------------------
+// Every block sorts the thresholds (rank sort, m <= 256 threads; NaN as +inf,
+// ties by position), then each |x| finds by binary search how many it exceeds
+// (q) and counts into a shared histogram of q. Blocks add their histograms
+// into `hist` (device scratch, zeroed before); the last block turns it into
+// suffix sums, i.e. the count above each threshold, in the caller's order.
+__device__ inline float thresholdKey(float t) { return isnan(t) ? __int_as_float(0x7f800000) : t; }
+
+__global__ void __launch_bounds__(kThreads)
+    countAboveManyKernel(Ctl ctl, const float* x, size_t n, const float* thresholds, int m,
+                         unsigned long long* hist, unsigned int* done, size_t* counts) {
+  if (skipBlock(ctl)) return;
+  __shared__ float sorted[Backend::kCountAboveManyMax];
+  __shared__ int rankOf[Backend::kCountAboveManyMax];
+  __shared__ unsigned int local[Backend::kCountAboveManyMax + 1];
+  __shared__ bool last;
+  const int t = threadIdx.x;
+  if (t < m) {
+    const float mine = thresholdKey(thresholds[t]);
+    int r = 0;
+    for (int j = 0; j < m; ++j) {
+      const float other = thresholdKey(thresholds[j]);
+      r += other < mine || (other == mine && j < t);
+    }
+    sorted[r] = mine;
+    rankOf[t] = r;
+  }
+  for (int q = t; q <= m; q += blockDim.x) local[q] = 0;
+  __syncthreads();
+  GC_GRID_STRIDE(i, n) {
+    const float a = fabsf(x[i]);
+    int lo = 0, hi = m;  // first sorted position not below a (NaN: 0)
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (sorted[mid] < a) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo == 0) continue;  // above no threshold: counts nowhere
+    const unsigned active = __activemask();
+    const unsigned peers = __match_any_sync(active, lo);
+    if ((threadIdx.x % 32) == unsigned(__ffs(peers) - 1)) atomicAdd(&local[lo], __popc(peers));
+  }
+  __syncthreads();
+  for (int q = t + 1; q <= m; q += blockDim.x)
+    if (local[q]) atomicAdd(&hist[q], (unsigned long long)local[q]);
+  __threadfence();
+  __syncthreads();
+  if (t == 0) last = lastBlockIn(done);
+  __syncthreads();
+  if (!last || t != 0) return;
+  __threadfence();
+  // Count above sorted[j] = elements exceeding more than j thresholds.
+  unsigned long long above = 0;
+  for (int e = m; e > 0; --e) {
+    above += loadVolatile(&hist[e]);
+    hist[e] = above;   // now: count above sorted[e - 1]
+  }
+  for (int j = 0; j < m; ++j) counts[j] = size_t(loadVolatile(&hist[rankOf[j] + 1]));
+}
+
+// ---- moments -------------------------------------------------------------------
+// One 256-thread block per 4096-element block (grid-stride over them): lane l
+// adds elements l, l + 256, ... in turn, lanes then pairwise (l += l + s for
+// s = 128 .. 1); the last block adds the block results in block order.
+constexpr size_t kMomentBlock = 4096;
+constexpr int kMomentLanes = 256;
+
+__global__ void __launch_bounds__(kMomentLanes)
+    momentsKernel(Ctl ctl, const float* x, size_t n, double2* partial, unsigned int* done,
+                  double* sum, double* sumSquares) {
+  if (skipBlock(ctl)) return;
+  __shared__ double ls[kMomentLanes], lq[kMomentLanes];
+  __shared__ bool last;
+  const size_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
+  const int l = threadIdx.x;
+  for (size_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const size_t begin = b * kMomentBlock;
+    const size_t len = n - begin < kMomentBlock ? n - begin : kMomentBlock;
+    double a = 0, c = 0;
+    for (size_t i = size_t(l); i < len; i += kMomentLanes) {
+      const double v = double(x[begin + i]);
+      if (!isfinite(v)) continue;
+      a = __dadd_rn(a, v);
+      c = __dadd_rn(c, __dmul_rn(v, v));
+    }
+    ls[l] = a;
+    lq[l] = c;
+    __syncthreads();
+    for (int s = kMomentLanes / 2; s >= 1; s /= 2) {
+      if (l < s) {
+        ls[l] = __dadd_rn(ls[l], ls[l + s]);
+        lq[l] = __dadd_rn(lq[l], lq[l + s]);
+      }
+      __syncthreads();
+    }
+    if (l == 0) partial[b] = make_double2(ls[0], lq[0]);
+    __syncthreads();
+  }
+  __threadfence();
+  if (l == 0) last = lastBlockIn(done);
+  __syncthreads();
+  if (!last || l != 0) return;
+  __threadfence();
+  double s = 0, q = 0;
+  const volatile double2* p = partial;
+  for (size_t b = 0; b < blocks; ++b) {
+    s = __dadd_rn(s, p[b].x);
+    q = __dadd_rn(q, p[b].y);
+  }
+  *sum = s;
+  *sumSquares = q;
+  *done = 0;
+}
+
+// ---- gatherValues --------------------------------------------------------------
+__global__ void gatherValuesKernel(Ctl ctl, float* dst, const float* x, size_t n,
+                                   const uint64_t* idx, size_t count) {
+  if (skipBlock(ctl)) return;
+  GC_GRID_STRIDE(i, count) {
+    const uint64_t at = idx[i];
+    if (at >= n) fail(ctl, keyAt(i), at);
+    else dst[i] = x[at];
+  }
+}
+
+Status gatherValuesFailure(const OpInfo& op, const FailureRecord& f) {
+  return makeStatus(Err::InvalidArgument, "gatherValues: index %llu (entry %llu) outside [0, %llu)",
+                    f.a, keyPos(f.key), op.p[0]);
+}
+
+}  // namespace
+
+Status CudaBackend::countAboveMany(const float* x, size_t n, const float* thresholds, size_t m,
+                                   size_t* counts) {
+  Prim p(state(), "countAboveMany");
+  GC_REQUIRE(m <= kCountAboveManyMax, Err::InvalidArgument,
+             "countAboveMany: %zu thresholds (at most %zu)", m, kCountAboveManyMax);
+  if (m == 0) return Status::Ok();
+  size_t* slot = nullptr;
+  GC_CHECK(p.resultArray(counts, m, &slot));
+  if (n == 0) {
+    for (size_t j = 0; j < m; ++j) slot[j] = 0;  // pinned: delivered at sync()
+    return Status::Ok();
+  }
+  p.reads(x, n * 4);
+  p.reads(thresholds, m * 4);
+  const size_t histBytes = (m + 1) * sizeof(unsigned long long);
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(p.stageBytes(thresholds, m * 4) + Carve::bytes<uint8_t>(histBytes + 8), &ws));
+  Carve carve(ws);
+  GC_CHECK(p.stage(thresholds, m * 4, carve, &thresholds));
+  auto* hist = carve.take<unsigned long long>(m + 2);  // m + 1 counters, then `done`
+  auto* done = reinterpret_cast<unsigned int*>(hist + m + 1);
+  GC_CHECK(p.check(cudaMemsetAsync(hist, 0, histBytes + 8, p.stream()), "cudaMemsetAsync"));
+  countAboveManyKernel<<<std::min(blocksFor(n, 8), 1024u), kThreads, 0, p.stream()>>>(
+      p.ctl(), x, n, thresholds, int(m), hist, done, slot);
+  return p.launched();
+}
+
+Status CudaBackend::moments(const float* x, size_t n, double* sum, double* sumSquares) {
+  Prim p(state(), "moments");
+  if (n == 0) {
+    GC_CHECK(p.resultValue(sum, 0.0));
+    return p.resultValue(sumSquares, 0.0);
+  }
+  double *s = nullptr, *q = nullptr;
+  GC_CHECK(p.result(sum, &s));
+  GC_CHECK(p.result(sumSquares, &q));
+  p.reads(x, n * 4);
+  const size_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
+  void* ws = nullptr;
+  GC_CHECK(p.scratch(Carve::bytes<double2>(blocks), &ws));
+  Carve carve(ws);
+  double2* partial = carve.take<double2>(blocks);
+  const unsigned grid = unsigned(std::min<size_t>(blocks, 2048));
+  momentsKernel<<<grid, kMomentLanes, 0, p.stream()>>>(p.ctl(), x, n, partial,
+                                                       &p.control()->cell.done, s, q);
+  return p.launched();
+}
+
+Status CudaBackend::gatherValues(float* dst, const float* x, size_t n, const uint64_t* idx,
+                                 size_t count) {
+  Prim p(state(), "gatherValues");
+  if (count == 0) return Status::Ok();
+  p.reads(idx, count * 8);
+  p.reads(x, n * 4, count * 4);
+  p.writes(dst, count * 4);
+  p.onFailure(-1, &gatherValuesFailure, n);
+  gatherValuesKernel<<<blocksFor(count, 4), kThreads, 0, p.stream()>>>(p.ctl(), dst, x, n, idx,
+                                                                       count);
+  return p.launched();
+}
+
+}  // namespace gradcomp::device
