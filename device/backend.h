@@ -26,6 +26,9 @@
 // reports argument errors at the call; errors found while running (malformed
 // wire data, out-of-range indexes) are reported by sync(), the first one,
 // naming the primitive and `source` (the rank the data came from; -1 none).
+// After such an error the outputs of the failing primitive and of every later
+// one up to that sync() are unspecified (a backend may skip them or run
+// copies and fills regardless); the caller discards the call's results.
 // deallocate()/deallocateHost() are ordered after every earlier primitive.
 // Algorithms therefore sync at communication rounds, never per primitive.
 //
