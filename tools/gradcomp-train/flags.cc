@@ -82,6 +82,13 @@ const std::map<std::string, Handler>& trainerFlags() {
       {"--batch", [](auto& flag, auto& v, Flags* f) { return parseIntTo(v, flag, 1, 65536, &f->train.batch); }},
       {"--lr", [](auto& flag, auto& v, Flags* f) { return parseDouble(v, flag, 0, 100, true, &f->train.lr); }},
       {"--momentum", [](auto& flag, auto& v, Flags* f) { return parseDouble(v, flag, 0, 0.999, false, &f->train.momentum); }},
+      {"--momentum-correction",
+       [](auto& flag, auto& v, Flags* f) {
+         GC_REQUIRE(v == "on" || v == "off", Err::InvalidArgument, "%s '%s': accepted: on, off",
+                    flag.c_str(), v.c_str());
+         f->train.momentumCorrection = v == "on";
+         return Status::Ok();
+       }},
       {"--bucket-mb", [](auto& flag, auto& v, Flags* f) { return parseDouble(v, flag, 0, 4096, true, &f->train.bucketMb); }},
       {"--average",
        [](auto& flag, auto& v, Flags* f) {
@@ -189,6 +196,11 @@ Status parseFlags(int argc, char** argv, Flags* out) {
   GC_REQUIRE(f.train.period == 1 || f.train.average == AverageMode::Weights,
              Err::InvalidArgument, "--period %d needs --average weights (gradients are averaged every step)",
              f.train.period);
+  GC_REQUIRE(!f.train.momentumCorrection ||
+                 (f.train.momentum > 0 && f.train.average == AverageMode::Gradients),
+             Err::InvalidArgument,
+             "--momentum-correction on needs --momentum > 0 and --average grads (it allreduces "
+             "the velocity)");
   *out = std::move(f);
   return Status::Ok();
 }
@@ -210,6 +222,9 @@ std::string usage() {
          "  --batch N            minibatch per rank (default 32)\n"
          "  --lr X               learning rate (default 0.05)\n"
          "  --momentum X         SGD momentum, 0 = plain SGD (default 0.9)\n"
+         "  --momentum-correction on|off  DGC momentum correction and factor masking in the\n"
+         "                       training loop: the velocity is allreduced (sparse methods;\n"
+         "                       needs --momentum > 0; default off)\n"
          "  --bucket-mb X        gradient bucket size in MiB, like DDP's bucket_cap_mb (default 25)\n"
          "  --average grads|weights  allreduce gradients every step (default) or the\n"
          "                       weights every --period steps (model averaging, local SGD)\n"

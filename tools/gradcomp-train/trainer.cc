@@ -112,7 +112,17 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
       // Straggling ranks model slow compute: they arrive late at the collective.
       if (straggles(o, rank, nranks, globalStep))
         std::this_thread::sleep_for(std::chrono::milliseconds(o.straggleMs));
-      if (o.average == AverageMode::Gradients) {
+      if (o.average == AverageMode::Gradients && o.momentumCorrection) {
+        float* g = net->grads();
+        const float m = float(o.momentum);
+        for (size_t i = 0; i < n; ++i) g[i] = velocity[i] = m * velocity[i] + g[i];
+        GC_CHECK(reducer.reduce(g));
+        float* w = net->params();
+        for (size_t i = 0; i < n; ++i) {
+          if (g[i] != 0.0f) velocity[i] = 0.0f;
+          w[i] -= float(o.lr) * g[i];
+        }
+      } else if (o.average == AverageMode::Gradients) {
         GC_CHECK(reducer.reduce(net->grads()));
         sgdStep(net->params(), net->grads(), velocity.data(), n, float(o.lr), float(o.momentum));
       } else {

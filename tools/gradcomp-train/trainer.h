@@ -22,6 +22,12 @@ struct TrainOptions {
   int batch = 32;  // per rank
   double lr = 0.05;
   double momentum = 0.9;
+  // Deep Gradient Compression's momentum correction with factor masking, done
+  // by the training loop as a DDP communication hook would: each rank keeps
+  // its velocity u = momentum * u + g and hands u to the allreduce (whose
+  // error feedback accumulates it); u is cleared where the result is non-zero
+  // (the entries sent) and the step is w -= lr * result. For sparse methods.
+  bool momentumCorrection = false;
   double bucketMb = 25;  // DDP's default bucket_cap_mb
   AverageMode average = AverageMode::Gradients;
   int period = 1;          // steps between weight averages (Weights mode)
