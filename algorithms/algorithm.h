@@ -33,10 +33,26 @@ struct AllreduceArgs {
   size_t count = 0;
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
-  // Identity of the logical tensor across calls (error-feedback residuals and
-  // thresholds are keyed by it); the same on every rank. 0 = the buffer address.
+  // Identity of the logical tensor across calls, the same on every rank (the C
+  // API's bufferKey). 0 = none agreed: the NCCL interposer knows only buffer
+  // addresses, which differ between ranks and which allocators reuse
+  // differently on each rank.
   uint64_t bufferKey = 0;
+  // This rank's own identity of the tensor (0 = recvBuf's address): keys only
+  // state that never steers communication (see residualKey).
+  uint64_t localKey = 0;
 };
+
+// Key of per-tensor state that steers the schedule: call counts (warm-up,
+// threshold re-evaluation, repartitioning, leaders), thresholds, regions,
+// seeds. Every rank must decide alike, so it is bufferKey when the caller
+// gives one, else the call's shape (count, dtype, op), which every rank sees
+// in the same order: tensors of one shape then share this state.
+uint64_t scheduleKey(const AllreduceArgs& a);
+// Key of per-tensor state that only shapes this rank's data (error-feedback
+// residuals, WAGMA's per-tensor stream): bufferKey, else localKey, else the
+// output buffer's address. Rank-local by design.
+uint64_t residualKey(const AllreduceArgs& a);
 
 class ErrorFeedbackStore;  // algorithms/error_feedback.h
 

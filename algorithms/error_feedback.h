@@ -1,6 +1,6 @@
 // Error-feedback residual store (one per communicator, shared by every
 // compressing algorithm on it), in device memory. A residual belongs to one
-// logical tensor, keyed by AllreduceArgs::bufferKey. Frameworks rebuild
+// logical tensor, keyed by residualKey(AllreduceArgs). Frameworks rebuild
 // buckets and reuse addresses (PyTorch DDP after iteration 1), so:
 // - a key seen again with a different element count is retired and restarts
 //   at zero (logged at INFO);

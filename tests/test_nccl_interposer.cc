@@ -199,6 +199,36 @@ TEST_CASE("each output buffer is its own tensor for state kept per key", "[mp][n
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
 
+// Buffer addresses are rank-local: here rank 0 runs two tensors of one size
+// through one buffer while rank 1 gives each its own. State that steers the
+// schedule (warm-up and leader call counts) must not follow addresses, or the
+// ranks take different paths in the same call (it once timed out like that).
+TEST_CASE("ranks whose buffers differ still take the same schedule", "[mp][nccl]") {
+  for (const char* algo : {"oktopk", "cltk", "qsgd"}) {
+    INFO(algo);
+    Job job;
+    auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+      Api a = loadApi();
+      ncclComm_t comm = nullptr;
+      CHILD_CHECK(a.initRank(&comm, 2, job.id, rank) == ncclSuccess);
+      const size_t n = 1 << 18;
+      std::vector<float> first(n), second(n);
+      for (int call = 0; call < 6; ++call) {
+        std::vector<float>& buf = rank == 0 || call % 2 == 0 ? first : second;
+        for (size_t i = 0; i < n; ++i) buf[i] = float((i * 7 + size_t(call)) % 64) / 64.0f;
+        CHILD_CHECK(a.allReduce(buf.data(), buf.data(), n, ncclFloat32, ncclSum, comm, nullptr) ==
+                    ncclSuccess);
+      }
+      ncclResult_t err = ncclInternalError;
+      CHILD_CHECK(a.asyncError(comm, &err) == ncclSuccess && err == ncclSuccess);
+      CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+      return 0;
+    }, job.env({{"GRADCOMP_ALGO", algo}, {"GRADCOMP_WARMUP_CALLS", "1"},
+                {"GRADCOMP_DENSITY", "0.01"}, {"GRADCOMP_TIMEOUT_S", "5"}}));
+    REQUIRE(gradcomp::test::allSucceeded(exits));
+  }
+}
+
 TEST_CASE("a configuration mismatch disables compression on every rank", "[mp][nccl]") {
   Job job;
   const std::string log = job.dir + "/stderr", stats = job.dir + "/stats";

@@ -7,7 +7,7 @@
 // decode the same bytes in the same order, so they return identical results.
 //
 // theta schedule: theta_t = THETA * max(0, 1 - t / THETA_DECAY_CALLS), t = the
-// number of earlier calls with this bufferKey (THETA_DECAY_CALLS = 0: constant),
+// number of earlier calls with this scheduleKey (THETA_DECAY_CALLS = 0: constant),
 // so training can diminish theta to 0 as the paper requires for convergence.
 // Error feedback: residual = acc - inverse FFT of this rank's own decoded
 // payload (the time-domain part it did not get across).

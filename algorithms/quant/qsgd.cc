@@ -8,7 +8,7 @@
 // Parameters: GRADCOMP_BITS (1|2|4|8, default 8), GRADCOMP_BUCKET (default
 // 512), GRADCOMP_QUANT_SEED. Rounding of element i in a call draws
 // counterUniform(streamSeed(seed, call, rank, phase), i), call = the number of
-// earlier calls with the same bufferKey on this algorithm object.
+// earlier calls with the same scheduleKey on this algorithm object.
 #include <memory>
 
 #include "algorithms/quant/chunk_codecs.h"

@@ -93,8 +93,8 @@ Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback,
                  CallCounter* counter, device::DeviceArray<float>* scratch, CallState* st) {
   const size_t n = args.count;
   const int P = ctx.net.size(), r = ctx.net.rank();
-  st->key = args.bufferKey;
-  st->call = counter->next(args.bufferKey);
+  st->key = residualKey(args);
+  st->call = counter->next(scheduleKey(args));
   st->errorFeedback = useErrorFeedback && storeOn(ctx);
   bool fresh = true;
   if (st->errorFeedback) {
@@ -173,13 +173,13 @@ Status CentralRanks::begin(const std::vector<const void*>& inputs, const Allredu
   GC_REQUIRE(int(inputs.size()) == P, Err::InvalidArgument,
              "quantized reference: %zu inputs for %d ranks", inputs.size(), P);
   device::Backend& dev = device::cpuBackend();
-  *call = counter_.next(args.bufferKey);
+  *call = counter_.next(scheduleKey(args));
   acc->assign(P, std::vector<float>(args.count));
   stats->resize(P);
   for (int r = 0; r < P; ++r) {
     bool fresh = true;
     if (useErrorFeedback && stores_[r]->enabled()) {
-      GC_CHECK(stores_[r]->begin(dev, args.bufferKey, args.count, *call, &scratch_[r], &accs_[r],
+      GC_CHECK(stores_[r]->begin(dev, residualKey(args), args.count, *call, &scratch_[r], &accs_[r],
                                  &fresh));
     } else {
       scratch_[r].resize(args.count);
@@ -203,7 +203,7 @@ Status CentralRanks::fallback(const std::vector<std::vector<float>>& acc,
                             nullptr));
   if (useErrorFeedback)
     for (auto& s : stores_)
-      if (s->enabled()) GC_CHECK(s->clear(device::cpuBackend(), args.bufferKey));
+      if (s->enabled()) GC_CHECK(s->clear(device::cpuBackend(), residualKey(args)));
   return Status::Ok();
 }
 
@@ -215,7 +215,7 @@ Status CentralRanks::end(const AllreduceArgs& args, bool useErrorFeedback,
     if (!stores_[r]->enabled()) continue;
     // The accumulator is CPU reference memory: the residual is written in place.
     for (size_t i = 0; i < args.count; ++i) accs_[r][i] = acc[r][i] - contribution[r][i];
-    GC_CHECK(stores_[r]->end(device::cpuBackend(), args.bufferKey, accs_[r]));
+    GC_CHECK(stores_[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
   }
   return Status::Ok();
 }

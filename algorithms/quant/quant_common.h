@@ -40,7 +40,7 @@ Status readRbfVmax(const param::Overrides& config, double* vmax);
 // References pass buffers = false (they get the inputs separately).
 Status checkArgs(const char* who, const AllreduceArgs& args, bool buffers = true);
 
-// Number of calls an algorithm object has made for each bufferKey: seeds and
+// Number of calls an algorithm object has made for each scheduleKey: seeds and
 // schedules derive from it, and a Reference counts the same way (the bench
 // checks a sequence under its own key with a fresh Reference).
 class CallCounter {

@@ -1,6 +1,6 @@
 // cltk: a shared-index sparse allreduce at the volume bound (cyclic local
 // top-k, after ScaleCom, Chen et al., NeurIPS 2020). Each call one rank leads,
-// in turn by the tensor's call count (leader = call % P): it selects its exact
+// in turn by the tensor's call count (leaderOf): it selects its exact
 // top-k indices and broadcasts them along a binomial tree; every rank gathers
 // its accumulator's values at those indices and the k values are summed by a
 // dense ring reduce-scatter + allgather. Every rank then holds the exact sum
@@ -95,11 +95,16 @@ struct KeyCalls {
   uint64_t calls = 0;
 };
 
-// The leader of this call of `key` (counted per tensor, like every rank's).
+// The leader of call c of `key` (scheduleKey: counted alike on every rank):
+// (c + floor(c / P)) mod P, i.e. ranks 0..P-1 in turn, shifted by one every
+// P calls. The shift matters when m tensors share a key (the interposer keys
+// by shape) and m divides P: a tensor then sees every m-th leader of a round,
+// and the shift walks it through all ranks.
 int leaderOf(std::map<uint64_t, KeyCalls>* keys, uint64_t key, size_t n, int P) {
   KeyCalls& kc = (*keys)[key];
   if (kc.count != n) kc = KeyCalls{n, 0};
-  return int(kc.calls++ % uint64_t(P));
+  const uint64_t c = kc.calls++;
+  return int((c + c / uint64_t(P)) % uint64_t(P));
 }
 
 class Cltk final : public SparseAlgorithm {
@@ -108,7 +113,7 @@ class Cltk final : public SparseAlgorithm {
     device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), me = ctx.net.rank();
     const size_t n = args.count;
-    const int leader = leaderOf(&keys_, tensorKey(args), n, P);
+    const int leader = leaderOf(&keys_, scheduleKey(args), n, P);
 
     // The shared index set: the leader's top-k, broadcast without values.
     Coo sel(dev);
@@ -146,7 +151,7 @@ class CltkReference final : public SparseReference {
     device::Backend& cpu = device::cpuBackend();
     const int P = frame().nranks();
     const size_t n = args.count;
-    const int leader = leaderOf(&keys_, tensorKey(args), n, P);
+    const int leader = leaderOf(&keys_, scheduleKey(args), n, P);
     Coo sel;
     GC_CHECK(selectTopk(cpu, frame().acc(leader), n, k, 0, &sel));
     const size_t m = sel.size();

@@ -34,7 +34,7 @@ class Dsa final : public SparseAlgorithm {
                   float* acc, const FrameStats&, float* result) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
-    DsaKey& st = keys_[tensorKey(args)];
+    DsaKey& st = keys_[scheduleKey(args)];
     if (st.count != n) st = DsaKey{n, 0, {}};
     const bool repartition = st.calls++ % uint64_t(params.tau) == 0;
 
@@ -68,7 +68,7 @@ class DsaReference final : public SparseReference {
     device::Backend& cpu = device::cpuBackend();
     const int P = frame().nranks();
     const size_t n = args.count;
-    DsaKey& st = keys_[tensorKey(args)];
+    DsaKey& st = keys_[scheduleKey(args)];
     if (st.count != n) st = DsaKey{n, 0, {}};
     const bool repartition = st.calls++ % uint64_t(frame().params().tau) == 0;
     std::vector<Coo> local;

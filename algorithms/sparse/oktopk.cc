@@ -18,7 +18,7 @@ constexpr uint64_t kStepBounds = 0x30000;
 
 class OkTopk final : public SparseAlgorithm {
   float fusedThreshold(const AllreduceArgs& args, const SparseParams& params) override {
-    auto it = keys_.find(tensorKey(args));
+    auto it = keys_.find(scheduleKey(args));
     return it == keys_.end() ? -1.0f : reusedThreshold(it->second, args.count, params);
   }
 
@@ -26,7 +26,7 @@ class OkTopk final : public SparseAlgorithm {
                   float* acc, const FrameStats& stats, float* out) override {
     const int P = ctx.net.size();
     const size_t n = args.count;
-    KeyState& st = keys_[tensorKey(args)];
+    KeyState& st = keys_[scheduleKey(args)];
     const bool fused = reusedThreshold(st, n, params) >= 0;  // the frame counted above st.local.th
     if (st.count != n) st = KeyState{n, 0, {}, {}, {}};
     const Schedule sched = scheduleOf(st.compressedCalls++, params);
@@ -49,7 +49,7 @@ class OkTopk final : public SparseAlgorithm {
     // Achieved density per call (GRADCOMP_DEBUG=TRACE): with reused
     // thresholds the local and global counts drift around k.
     GC_TRACE(ALGO, "oktopk key %#llx call %llu%s: n %zu k %zu local %zu result %zu",
-             (unsigned long long)tensorKey(args), (unsigned long long)(st.compressedCalls - 1),
+             (unsigned long long)scheduleKey(args), (unsigned long long)(st.compressedCalls - 1),
              sched.evaluate ? " (evaluate)" : globalExact ? " (global exact)" : "", n, k,
              local.size(), result.size());
     GC_CHECK(zeroContribution(ctx.dev, acc, n, local, result));

@@ -18,7 +18,7 @@ class OkTopkReference final : public SparseReference {
     device::Backend& cpu = device::cpuBackend();
     const int P = frame().nranks();
     const size_t n = args.count;
-    State& st = keys_[tensorKey(args)];
+    State& st = keys_[scheduleKey(args)];
     if (st.count != n) st = State{n, 0, std::vector<Threshold>(P), {}, {}};
     const Schedule sched = scheduleOf(st.compressedCalls++, frame().params());
 

@@ -33,8 +33,8 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
   const uint64_t seq = callSeq_++;
   if (args.count == 0 || !isFloating(args.dtype))
     return expectedDense(inputs, args, expected, tolerance);
-  const uint64_t key = tensorKey(args);
-  KeyCalls& kc = calls_[key];
+  const uint64_t key = residualKey(args);
+  KeyCalls& kc = calls_[scheduleKey(args)];
   if (kc.count != args.count) kc = KeyCalls{args.count, 0};
   if (kc.calls++ < uint64_t(params_.warmupCalls))
     return expectedDense(inputs, args, expected, tolerance);
@@ -66,7 +66,7 @@ Status ReferenceFrame::finish(const AllreduceArgs& args, const std::vector<float
                               std::vector<double>* expected, std::vector<double>* tolerance) {
   for (int r = 0; r < nranks_; ++r)
     if (stores_[r]->enabled())
-      GC_CHECK(stores_[r]->end(device::cpuBackend(), tensorKey(args), accs_[r]));
+      GC_CHECK(stores_[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
   GC_CHECK(expectedFromFp32(sum, args, nranks_, expected));
   tolerance->assign(args.count, 0.0);
   return Status::Ok();

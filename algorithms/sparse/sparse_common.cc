@@ -93,8 +93,8 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
   *compress = false;
   *stats = FrameStats{};
   if (args.count == 0 || !isFloating(args.dtype)) return runDense(ctx, args);
-  const uint64_t key = tensorKey(args);
-  KeyCalls& kc = calls_[key];
+  const uint64_t key = residualKey(args);
+  KeyCalls& kc = calls_[scheduleKey(args)];
   if (kc.count != args.count) kc = KeyCalls{args.count, 0};
   if (kc.calls++ < uint64_t(warmupCalls)) return runDense(ctx, args);
 
@@ -126,7 +126,7 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
 }
 
 Status SparseFrame::finish(Context& ctx, const AllreduceArgs& args, const float* result) {
-  if (efActive_) GC_CHECK(ctx.errorFeedback->end(ctx.dev, tensorKey(args), acc_));
+  if (efActive_) GC_CHECK(ctx.errorFeedback->end(ctx.dev, residualKey(args), acc_));
   if (result != args.recvBuf)
     GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, result, DataType::Float32, args.count));
   if (args.op == RedOp::Avg) GC_CHECK(ctx.dev.divide(args.recvBuf, args.count, args.dtype,

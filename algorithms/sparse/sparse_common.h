@@ -44,10 +44,6 @@ struct SparseParams {
 // k = max(1, floor(density * n)), at most n (n >= 1).
 size_t topkCount(double density, size_t n);
 
-// Key of the logical tensor (AllreduceArgs::bufferKey, else the buffer address).
-inline uint64_t tensorKey(const AllreduceArgs& a) {
-  return a.bufferKey ? a.bufferKey : uint64_t(reinterpret_cast<uintptr_t>(a.recvBuf));
-}
 
 // Sorted COO list in device memory. size() is known to the host (every
 // producer below knows its count without reading the list).

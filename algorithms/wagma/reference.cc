@@ -41,7 +41,7 @@ Status WagmaReference::expect(const std::vector<const void*>& inputs, const Allr
              dtypeName(args.dtype));
   const size_t n = args.count;
   const int P = nranks_;
-  KeyState& k = keys_[args.bufferKey];
+  KeyState& k = keys_[residualKey(args)];
   const uint64_t t = k.calls++;
   const bool global = (t + 1) % uint64_t(period_) == 0;
   if (k.shadow.empty()) k.shadow.assign(P, std::vector<double>(n, 0.0));

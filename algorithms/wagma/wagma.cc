@@ -71,7 +71,7 @@ Status Wagma::setup(Context& ctx, const AllreduceArgs& args, Tensor* t) {
     t->avg.bind(ctx.dev).resize(bytes);
   }
   GC_INFO(ALGO, "wagma: tensor %llu, %zu x %s, P=%d S=%d period=%d, %s, %s mode",
-          (unsigned long long)args.bufferKey, args.count, dtypeName(args.dtype), t->topo.nranks,
+          (unsigned long long)residualKey(args), args.count, dtypeName(args.dtype), t->topo.nranks,
           t->topo.groupSize(), t->period, wait ? "blocking" : "wait-avoiding", mode.c_str());
   return Status::Ok();
 }
@@ -81,16 +81,16 @@ Status Wagma::allreduce(Context& ctx, const AllreduceArgs& args) {
              "wagma averages floating-point buffers; dtype %s is not one (use dense)",
              dtypeName(args.dtype));
   GC_REQUIRE(dense_, Err::Internal, "wagma: the 'dense' algorithm is not registered");
-  std::unique_ptr<Tensor>& slot = tensors_[args.bufferKey];
+  std::unique_ptr<Tensor>& slot = tensors_[residualKey(args)];
   if (!slot) {
     slot.reset(new Tensor());
-    order_.push_back(args.bufferKey);
+    order_.push_back(residualKey(args));
     GC_CHECK(setup(ctx, args, slot.get()));
   }
   Tensor& t = *slot;
   GC_REQUIRE(args.count == t.count && args.dtype == t.dtype, Err::InvalidArgument,
              "wagma: buffer key %llu was %zu x %s and is now %zu x %s; a key names one tensor",
-             (unsigned long long)args.bufferKey, t.count, dtypeName(t.dtype), args.count,
+             (unsigned long long)residualKey(args), t.count, dtypeName(t.dtype), args.count,
              dtypeName(args.dtype));
   if (args.count == 0) return Status::Ok();
   const size_t bytes = args.count * dtypeSize(args.dtype);

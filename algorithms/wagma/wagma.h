@@ -1,5 +1,7 @@
 // WAGMA: wait-avoiding group model averaging (seed 002; notes/algorithms.md
-// section 5). Registered as "wagma". Each call of a logical tensor (bufferKey)
+// section 5). Registered as "wagma". Each call of a logical tensor (residualKey:
+// the C API's bufferKey; through the NCCL interposer the output buffer's
+// address, so the job must keep one buffer per tensor, as DDP's buckets do)
 // averages within butterfly groups of S ranks (topology.h); every
 // GRADCOMP_WAGMA_PERIOD-th call of that tensor is a global average.
 //

@@ -91,8 +91,10 @@ GC_API gcResult_t gcMemcpyToHost(gcComm_t comm, void* dst, const void* src, size
 
 /* Collective allreduce on the backend's device memory (host memory on the
  * cpu backend); sendbuf == recvbuf is in place.
- * bufferKey identifies the logical tensor across calls (error-feedback state);
- * equal on all ranks; 0 = use the recvbuf address. */
+ * bufferKey identifies the logical tensor across calls (error-feedback
+ * residuals, thresholds, call counts) and must be equal on all ranks; 0 = no
+ * key: state that steers the schedule is then shared by calls of the same
+ * count, dtype and op, and residuals are kept per recvbuf address. */
 GC_API gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
                               gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey,
                               gcComm_t comm);

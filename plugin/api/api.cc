@@ -160,7 +160,7 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   args.count = count;
   args.dtype = DataType(dtype);
   args.op = RedOp(op);
-  args.bufferKey = bufferKey ? bufferKey : reinterpret_cast<uintptr_t>(recvbuf);
+  args.bufferKey = bufferKey;  // 0: keyed by shape, residuals by recvbuf (algorithm.h)
   algo::Context ctx{*comm->net, *comm->dev, cfg.overrides, comm->callSeq++};
   comm->net->setActivity(cfg.info->name.c_str());
   // The call's GRADCOMP_EF (config override, else registry) decides.

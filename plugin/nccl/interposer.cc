@@ -131,7 +131,7 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
   st.stats.wireBytes += sent;
   st.stats.compressedSeconds += seconds;
   st.stats.compressedWaitSeconds += waited;
-  uint64_t key = args.bufferKey ? args.bufferKey : uint64_t(uintptr_t(args.recvBuf));
+  const uint64_t key = algo::residualKey(args);  // per this rank's buffer, as the residuals
   BucketStats& b = st.stats.buckets[key];
   b.calls++;
   b.count = args.count;
@@ -251,10 +251,12 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       algo::AllreduceArgs args;
       args.sendBuf = sendbuff;
       args.recvBuf = recvbuff;
-      // The logical tensor is the user's output buffer, for every executor:
-      // algorithms that key state by bufferKey alone (quantized family,
-      // wagma) would otherwise share one key across all tensors.
-      args.bufferKey = uint64_t(uintptr_t(recvbuff));
+      // NCCL gives no tensor identity that ranks agree on: buffer addresses
+      // differ per rank and allocators reuse them differently, so state
+      // that steers the schedule is keyed by the call's shape (bufferKey 0,
+      // algo::scheduleKey) and only this rank's residuals by its buffer.
+      args.bufferKey = 0;
+      args.localKey = uint64_t(uintptr_t(recvbuff));
       args.count = count;
       eligibleDtype(int(dtype), &args.dtype);
       eligibleOp(int(op), &args.op);

@@ -1,0 +1,34 @@
+// The two per-tensor keys of algorithm.h: what steers the schedule must be
+// equal on every rank; what only shapes this rank's data may be rank-local.
+#include <cstdint>
+
+#include "algorithms/algorithm.h"
+
+namespace gradcomp::algo {
+namespace {
+
+// splitmix64's finalizer.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t scheduleKey(const AllreduceArgs& a) {
+  if (a.bufferKey) return a.bufferKey;
+  // Shape keys live in their own half of the key space (top bit set), apart
+  // from small user keys.
+  const uint64_t shape = mix(mix(uint64_t(a.count)) ^ (uint64_t(a.dtype) << 8 | uint64_t(a.op)));
+  return shape | (uint64_t(1) << 63);
+}
+
+uint64_t residualKey(const AllreduceArgs& a) {
+  if (a.bufferKey) return a.bufferKey;
+  if (a.localKey) return a.localKey;
+  return uint64_t(reinterpret_cast<uintptr_t>(a.recvBuf));
+}
+
+}  // namespace gradcomp::algo
