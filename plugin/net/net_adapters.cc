@@ -1,62 +1,20 @@
 // ncclNetPlugin_v11 and ncclNetPlugin_v10: thin per-version adapters over the
-// one implementation in ucx_net.h. Every entry catches everything and maps a
-// Status to ncclResult_t in one place (toNccl); errors are logged once here,
-// through NCCL's logger once NCCL gave one.
-#include <cstdarg>
+// one implementation in ucx_net.h. Every entry goes through call()
+// (plugin_glue.h): exceptions caught, a Status mapped to ncclResult_t and
+// logged once, through NCCL's logger once NCCL gave one.
 #include <cstring>
 #include <deque>
-#include <exception>
 #include <mutex>
 #include <string>
 
 #include "common/log.h"
 #include "plugin/net/net_v10.h"
 #include "plugin/net/net_v11.h"
+#include "plugin/net/plugin_glue.h"
 #include "plugin/net/ucx_net.h"
 
 namespace gradcomp::net {
 namespace {
-
-ncclDebugLogger_t gLogger = nullptr;
-
-void toNcclLogger(log::Level level, uint32_t subsys, const char* file, int line, const char* msg) {
-  ncclDebugLogger_t logger = gLogger;
-  if (logger == nullptr) return;
-  ncclDebugLogLevel l = level == log::Level::Warn   ? NCCL_LOG_WARN
-                        : level == log::Level::Info ? NCCL_LOG_INFO
-                                                    : NCCL_LOG_TRACE;
-  unsigned long flags = (subsys & log::INIT) ? NCCL_LOGFLAG_INIT : NCCL_LOGFLAG_NET;
-  logger(l, flags, file, line, "GRADCOMP %s", msg);
-}
-
-void installLogger(ncclDebugLogger_t logger) {
-  if (logger == nullptr) return;
-  gLogger = logger;
-  log::setExternalLogger(toNcclLogger);
-}
-
-ncclResult_t toNccl(const Status& s) {
-  if (s.ok()) return ncclSuccess;
-  GC_WARN("%s", s.message().c_str());
-  switch (s.code()) {
-    case Err::InvalidArgument: return ncclInvalidArgument;
-    case Err::InvalidConfig: return ncclInvalidUsage;
-    case Err::RemoteError: case Err::Timeout: return ncclRemoteError;
-    case Err::SystemError: return ncclSystemError;
-    default: return ncclInternalError;
-  }
-}
-
-template <typename Fn>
-ncclResult_t call(Fn&& fn) {
-  try {
-    return toNccl(fn());
-  } catch (const std::exception& e) {
-    return toNccl(makeStatus(Err::Internal, "net plugin: exception: %s", e.what()));
-  } catch (...) {
-    return toNccl(makeStatus(Err::Internal, "net plugin: unknown exception"));
-  }
-}
 
 // NCCL keeps the name/pciPath pointers: they live as long as the process.
 template <typename Props>
