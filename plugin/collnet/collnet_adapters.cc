@@ -4,14 +4,12 @@
 // it is (no compat wrapper): the NULL iallgather/ireducescatter of v8+ then
 // tell it that CollNet does not do allgather/reduce-scatter, and NULL
 // makeVDevice that there are no virtual devices.
-#include <cstring>
-#include <deque>
 #include <mutex>
-#include <string>
 #include <type_traits>
 
 #include "plugin/collnet/collnet.h"
 #include "plugin/collnet/collnet_abi.h"
+#include "plugin/net/net_props_fill.h"
 #include "plugin/net/plugin_glue.h"
 
 namespace gradcomp::collnet {
@@ -19,62 +17,12 @@ namespace {
 
 using net::call;
 
-// NCCL keeps the name/pciPath pointers: they live as long as the process.
-const char* keep(const std::string& s) {
-  static std::mutex mu;
-  static auto* strings = new std::deque<std::string>();  // push_back never moves elements
-  std::lock_guard<std::mutex> lock(mu);
-  strings->push_back(s);
-  return strings->back().c_str();
-}
-
-// Fields every version has.
-template <typename Props>
-void fillCommon(const net::Properties& p, int dev, Props* props) {
-  memset(props, 0, sizeof *props);
-  props->name = const_cast<char*>(keep(p.name));
-  props->pciPath = p.pciPath.empty() ? nullptr : const_cast<char*>(keep(p.pciPath));
-  props->guid = p.guid;
-  props->ptrSupport = p.ptrSupport;
-  props->speed = p.speedMbps;
-  props->port = 1;
-  props->latency = 0;
-  props->maxComms = p.maxComms;
-  props->maxRecvs = p.maxRecvs;
-  (void)dev;
-}
-
-// v9 and later: virtual-device properties and size limits.
-template <typename Props>
-void fillV9(int dev, Props* props) {
-  props->vProps.ndevs = 1;
-  props->vProps.devs[0] = dev;
-  props->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
-  props->maxCollBytes = NCCL_MAX_NET_SIZE_BYTES;
-}
-
 template <typename Props>
 ncclResult_t getProperties(int dev, Props* props) {
   return call([&] {
     net::Properties p;
     GC_CHECK(collnet::properties(dev, &p));
-    fillCommon(p, dev, props);
-    if constexpr (!std::is_same_v<Props, ncclNetProperties_v6_t>) {
-      props->netDeviceType = NCCL_NET_DEVICE_HOST;
-      props->netDeviceVersion = 0;
-    }
-    if constexpr (std::is_same_v<Props, ncclNetProperties_v9_t> ||
-                  std::is_same_v<Props, ncclNetProperties_v10_t> ||
-                  std::is_same_v<Props, ncclNetProperties_v11_t> ||
-                  std::is_same_v<Props, ncclNetProperties_v12_t>)
-      fillV9(dev, props);
-    if constexpr (std::is_same_v<Props, ncclNetProperties_v11_t> ||
-                  std::is_same_v<Props, ncclNetProperties_v12_t>)
-      props->maxMultiRequestSize = 1;
-    if constexpr (std::is_same_v<Props, ncclNetProperties_v12_t>) {
-      props->railId = -1;
-      props->planeId = -1;
-    }
+    net::fillProperties(p, dev, props);
     return Status::Ok();
   });
 }
@@ -89,7 +37,11 @@ ncclResult_t reduceSupportEntry(ncclDataType_t dtype, ncclRedOp_t op, int* suppo
 }
 template <typename SizeT>
 ncclResult_t regMrEntry(void* comm, void* data, SizeT size, int type, void** mhandle) {
-  return call([&] { return regMr(comm, data, size_t(size), type, mhandle); });
+  return call([&] {
+    if constexpr (std::is_signed_v<SizeT>)
+      GC_REQUIRE(size >= 0, Err::InvalidArgument, "CollNet regMr: negative size %d", int(size));
+    return regMr(comm, data, size_t(size), type, mhandle);
+  });
 }
 ncclResult_t regMrDmaBufEntry(void*, void*, size_t, int, uint64_t, int, void** mhandle) {
   *mhandle = nullptr;
