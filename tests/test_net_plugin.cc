@@ -1,8 +1,8 @@
 // The net plugin ABI (ncclNetPlugin_v11 and _v10 from libgradcomp.so; v6..v9
 // in the last test) driven between two real processes the way NCCL's proxy
-// drives it: listen, hand the handle to the peer (a file here; NCCL uses its bootstrap), non-blocking
-// connect/accept, isend/irecv/test. Rank 1 listens and receives, rank 0
-// connects and sends.
+// drives it: listen, hand the handle to the peer (a file here; NCCL uses its
+// bootstrap), non-blocking connect/accept, isend/irecv/test. Rank 1 listens
+// and receives, rank 0 connects and sends.
 #include <dlfcn.h>
 #include <sched.h>
 #include <signal.h>
