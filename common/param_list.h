@@ -80,16 +80,18 @@
   X(FFT_CHUNK, Int, "16384", "2..67108864",                                                \
     "fft: elements per real-to-complex transform; a buffer is transformed in chunks of this length (the last one shorter).") \
   X(ALGO, String, "off", "",                                                                \
-    "NCCL interposer: algorithm for eligible ncclAllReduce calls (a registry name such as dense), or off for pure pass-through.") \
+    "NCCL interposer and CollNet plugin: algorithm for eligible ncclAllReduce calls and CollNet chunks (a registry name such as qsgd), or off for pure pass-through (the CollNet plugin then offers no device).") \
   X(COMMS, String, "all", "",                                                               \
     "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
   X(MIN_BYTES, Size, "1M", "0..1T",                                                         \
-    "NCCL interposer: allreduce calls smaller than this many bytes pass through to NCCL.") \
+    "NCCL interposer: allreduce calls smaller than this many bytes pass through to NCCL. Tuner plugin: allreduces of at least this many bytes are steered to CollNet when the CollNet plugin compresses.") \
   X(CONFIG, String, "/etc/gradcomp.conf", "",                                               \
     "NCCL interposer: admin TOML file with defaults and per-communicator / per-size rules; GRADCOMP_* variables override it. The default file is read when it exists; a file named here must exist; empty: no file.") \
   X(STATS, String, "", "",                                                                  \
     "NCCL interposer: path prefix; each rank writes PREFIX.rank<R>.json with per-communicator and per-bucket statistics.") \
   X(NCCL_LIBRARY, String, "", "",                                                           \
     "Forwarding libnccl.so.2 shim: path of the real NCCL library (else searched on the library path, skipping the shim itself).") \
+  X(COLLNET_EF_PERIOD, Int, "0", "0..1000000000",                                          \
+    "CollNet plugin: iallreduce calls per training step on each head rank. N > 0 keys error feedback by the call's position (call order mod N), staging slot and length; 0: no error feedback in CollNet (NCCL's chunks carry no tensor identity; docs/usage.md).") \
   X(NET_IFNAME, String, "", "",                                                             \
     "Net plugin: comma list of interface name prefixes to use (^ excludes). Default: every up IPv4 interface except loopback, loopback if none.")

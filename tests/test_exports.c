@@ -1,8 +1,9 @@
 /* libgradcomp.so's contract, checked from C: it loads with RTLD_NOW in a
  * process without NCCL (no undefined NCCL symbols, no DT_NEEDED on libnccl),
- * it exports exactly the interposed NCCL entry points and ncclNetPlugin_v10/
- * v11 (`nm -D --defined-only`), and the net plugin tables carry the name that
- * NCCL_NET=gradcomp selects. Usage: test_exports path/to/libgradcomp.so */
+ * it exports exactly the interposed NCCL entry points, ncclNetPlugin_v6..v11,
+ * ncclCollNetPlugin_v6..v12 and ncclTunerPlugin_v3..v6 (`nm -D
+ * --defined-only`), and every plugin table carries the name "gradcomp" (the
+ * net plugin's is what NCCL_NET=gradcomp selects). Usage: test_exports path/to/libgradcomp.so */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -14,8 +15,13 @@ static const char* const kExpected[] = {
     "ncclCommInitRankScalable", "ncclCommInitAll",   "ncclCommSplit",
     "ncclCommShrink",       "ncclCommFinalize",      "ncclCommDestroy",
     "ncclCommAbort",        "ncclCommGetAsyncError", "ncclGetLastError",
-    "ncclGroupStart",       "ncclGroupEnd",          "ncclNetPlugin_v10",
-    "ncclNetPlugin_v11",
+    "ncclGroupStart",       "ncclGroupEnd",          "ncclNetPlugin_v6",
+    "ncclNetPlugin_v7",     "ncclNetPlugin_v8",      "ncclNetPlugin_v9",
+    "ncclNetPlugin_v10",    "ncclNetPlugin_v11",     "ncclCollNetPlugin_v6",
+    "ncclCollNetPlugin_v7", "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v9",
+    "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v12",
+    "ncclTunerPlugin_v3",   "ncclTunerPlugin_v4",    "ncclTunerPlugin_v5",
+    "ncclTunerPlugin_v6",
 };
 #define N_EXPECTED (sizeof kExpected / sizeof kExpected[0])
 
@@ -48,11 +54,13 @@ int main(int argc, char** argv) {
     if (sym && dladdr(sym, &info) && info.dli_fname && strstr(info.dli_fname, "libgradcomp"))
       FAIL("%s is exported by libgradcomp.so", hidden[i]);
   }
-  /* The net plugin's name (first member of both tables) is "gradcomp". */
-  const char* const* v11 = (const char* const*)dlsym(h, "ncclNetPlugin_v11");
-  const char* const* v10 = (const char* const*)dlsym(h, "ncclNetPlugin_v10");
-  if (v11 && (*v11 == NULL || strcmp(*v11, "gradcomp") != 0)) FAIL("ncclNetPlugin_v11.name is not gradcomp");
-  if (v10 && (*v10 == NULL || strcmp(*v10, "gradcomp") != 0)) FAIL("ncclNetPlugin_v10.name is not gradcomp");
+  /* Every plugin table's name (its first member) is "gradcomp": NCCL_NET=gradcomp
+   * selects the net plugin, and NCCL logs the others by it. */
+  for (size_t i = 0; i < N_EXPECTED; ++i) {
+    if (strncmp(kExpected[i], "nccl", 4) != 0 || strstr(kExpected[i], "Plugin_v") == NULL) continue;
+    const char* const* table = (const char* const*)dlsym(h, kExpected[i]);
+    if (table && (*table == NULL || strcmp(*table, "gradcomp") != 0)) FAIL("%s.name is not gradcomp", kExpected[i]);
+  }
 
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "nm -D --defined-only '%s'", argv[1]);

@@ -1,8 +1,8 @@
-// The net plugin ABI (ncclNetPlugin_v11 and _v10 from libgradcomp.so) driven
-// between two real processes the way NCCL's proxy drives it: listen, hand the
-// handle to the peer (a file here; NCCL uses its bootstrap), non-blocking
-// connect/accept, isend/irecv/test. Rank 1 listens and receives, rank 0
-// connects and sends.
+// The net plugin ABI (ncclNetPlugin_v11 and _v10 from libgradcomp.so; v6..v9
+// in the last test) driven between two real processes the way NCCL's proxy
+// drives it: listen, hand the handle to the peer (a file here; NCCL uses its
+// bootstrap), non-blocking connect/accept, isend/irecv/test. Rank 1 listens
+// and receives, rank 0 connects and sends.
 #include <dlfcn.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,10 +16,12 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "plugin/net/net_v10.h"
 #include "plugin/net/net_v11.h"
+#include "plugin/net/net_v6_v9.h"
 #include "support/multiproc.h"
 
 namespace {
@@ -166,6 +168,11 @@ int connectPair(Net& net, int rank, const std::string& dir, void** send, void** 
   }
   return 0;
 }
+
+template <typename P>
+P propsType(ncclResult_t (*)(int, P*));
+template <typename S>
+S sizeType(ncclResult_t (*)(void*, int, void**, S*, int*, void**, void**));
 
 unsigned char pattern(size_t i, int tag) { return static_cast<unsigned char>((i * 131 + tag * 7) & 0xff); }
 
@@ -356,4 +363,86 @@ TEST_CASE("net plugin: a killed peer fails pending receives instead of hanging",
   REQUIRE(exits.size() == 2);
   CHECK(exits[0].signal == SIGKILL);
   CHECK(exits[1].exitCode == 0);
+}
+
+namespace {
+
+// Rank 0 connects and sends, rank 1 listens and receives, through table T
+// (ncclNet_v6 .. v9: no context, int sizes before v9, no device handles in v6).
+template <typename T>
+int oldTablePair(const T* t, int rank, const std::string& dir) {
+  constexpr bool v6 = std::is_same_v<T, ncclNet_v6_t>;
+  CHILD_CHECK(strcmp(t->name, "gradcomp") == 0 && t->init(testLogger) == ncclSuccess);
+  int ndev = 0;
+  CHILD_CHECK(t->devices(&ndev) == ncclSuccess && ndev >= 1);
+  decltype(propsType(t->getProperties)) props;
+  CHILD_CHECK(t->getProperties(0, &props) == ncclSuccess && (props.ptrSupport & NCCL_PTR_HOST) &&
+              props.speed > 0 && props.maxRecvs >= 2);
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void *comm = nullptr, *listen = nullptr, *mh = nullptr, *req = nullptr;
+  auto start = Clock::now();
+  if (rank == 1) {
+    CHILD_CHECK(t->listen(0, handle, &listen) == ncclSuccess && publish(dir, handle));
+    while (comm == nullptr) {
+      if constexpr (v6) CHILD_CHECK(t->accept(listen, &comm) == ncclSuccess);
+      else CHILD_CHECK(t->accept(listen, &comm, nullptr) == ncclSuccess);
+      CHILD_CHECK(!pastDeadline(start, 30));
+    }
+  } else {
+    CHILD_CHECK(fetchHandle(dir, handle));
+    while (comm == nullptr) {
+      if constexpr (v6) CHILD_CHECK(t->connect(0, handle, &comm) == ncclSuccess);
+      else CHILD_CHECK(t->connect(0, handle, &comm, nullptr) == ncclSuccess);
+      CHILD_CHECK(!pastDeadline(start, 30));
+    }
+  }
+  std::vector<unsigned char> buf(70001);
+  CHILD_CHECK(t->regMr(comm, buf.data(), int(buf.size()), NCCL_PTR_HOST, &mh) == ncclSuccess);
+  int tag = 9, got = -1, done = 0;
+  if (rank == 0) {
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(i, tag);
+    while (req == nullptr) CHILD_CHECK(t->isend(comm, buf.data(), int(buf.size()), tag, mh, &req) == ncclSuccess);
+  } else {
+    void* data = buf.data();
+    decltype(sizeType(t->irecv)) size = decltype(size)(buf.size());
+    while (req == nullptr) CHILD_CHECK(t->irecv(comm, 1, &data, &size, &tag, &mh, &req) == ncclSuccess);
+  }
+  while (!done) {
+    CHILD_CHECK(t->test(req, &done, &got) == ncclSuccess);
+    CHILD_CHECK(!pastDeadline(start, 60));
+  }
+  CHILD_CHECK(got == int(buf.size()));
+  if (rank == 1)
+    for (size_t i = 0; i < buf.size(); i += 997) CHILD_CHECK(buf[i] == pattern(i, tag));
+  if (rank == 1) {  // the sender closes after the receiver has the data
+    std::ofstream(dir + "/received") << "1";
+    CHILD_CHECK(t->closeRecv(comm) == ncclSuccess && t->closeListen(listen) == ncclSuccess);
+  } else {
+    struct stat st;
+    while (stat((dir + "/received").c_str(), &st) != 0 && !pastDeadline(start, 30)) usleep(1000);
+    CHILD_CHECK(t->closeSend(comm) == ncclSuccess);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("net plugin: tables v6..v9 (NCCL 2.13-2.25) connect and carry a message", "[mp][net]") {
+  for (int version : {6, 7, 8, 9}) {
+    INFO("ncclNetPlugin_v" << version);
+    TmpDir dir;
+    auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+      void* h = dlopen(libPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+      CHILD_CHECK(h != nullptr);
+      void* sym = dlsym(h, ("ncclNetPlugin_v" + std::to_string(version)).c_str());
+      CHILD_CHECK(sym != nullptr);
+      switch (version) {
+        case 6: return oldTablePair(static_cast<const ncclNet_v6_t*>(sym), rank, dir.path);
+        case 7: return oldTablePair(static_cast<const ncclNet_v7_t*>(sym), rank, dir.path);
+        case 8: return oldTablePair(static_cast<const ncclNet_v8_t*>(sym), rank, dir.path);
+        default: return oldTablePair(static_cast<const ncclNet_v9_t*>(sym), rank, dir.path);
+      }
+    }, {}, 90);
+    REQUIRE(gradcomp::test::allSucceeded(exits));
+  }
 }

@@ -31,6 +31,8 @@ struct LaunchInfo {
   int port = -1;
   bool listenAny = false;  // rank 0 listens on every address (host derived from the allocation)
   std::string source;  // which variables supplied rank/size, for messages
+  // Where host:port came from, for messages.
+  std::string addressSource = "GRADCOMP_BOOTSTRAP or MASTER_ADDR/MASTER_PORT";
 };
 
 // Rank and size from GRADCOMP_RANK/NRANKS, else the launcher's variables
@@ -45,5 +47,23 @@ Status launchInfoFromEnvironment(LaunchInfo* out);
 // send their blob, and receive the table. Fails after GRADCOMP_TIMEOUT_S with an
 // error naming the ranks that never arrived (rank 0) or the address (others).
 Status createUcxBootstrap(const LaunchInfo& info, std::unique_ptr<AddressExchange>* out);
+
+// A rendezvous whose address is published before anyone knows its rank
+// (NCCL's CollNet: every rank listens and hands NCCL an opaque handle, NCCL
+// exchanges the handles, and only connect() says which rank is which).
+// listenUcxRendezvous opens a UCX listener on `host` (a local address) at a
+// port the kernel picks. joinUcxRendezvous is collective over info.size
+// ranks: rank 0 serves on the listener it is given; the others drop theirs
+// and connect to info.host:info.port, rank 0's listener. Timeouts and errors
+// as createUcxBootstrap.
+class RendezvousListener {
+ public:
+  virtual ~RendezvousListener() = default;
+  virtual std::string host() const = 0;
+  virtual int port() const = 0;
+};
+Status listenUcxRendezvous(const std::string& host, std::unique_ptr<RendezvousListener>* out);
+Status joinUcxRendezvous(std::unique_ptr<RendezvousListener> listener, const LaunchInfo& info,
+                         std::unique_ptr<AddressExchange>* out);
 
 }  // namespace gradcomp::transport

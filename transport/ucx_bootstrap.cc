@@ -42,6 +42,20 @@ class UcxRendezvous final : public AddressExchange {
   ~UcxRendezvous() override;
 
   Status init();
+  // Listen-first use (listenUcxRendezvous): a listener on `host` at a port
+  // the kernel picks, before rank and size are known; becomeRoot() later
+  // makes it rank 0 of `size` ranks. Connection requests wait in UCX until
+  // the first allgather progresses the worker.
+  Status listenEarly(const std::string& host);
+  void becomeRoot(int size) {
+    info_.rank = 0;
+    info_.size = size;
+    for (int r = 0; r < size; ++r) {
+      peers_.push_back(std::make_unique<Peer>());
+      peers_.back()->rank = r;
+    }
+  }
+  const LaunchInfo& info() const { return info_; }
   int rank() const override { return info_.rank; }
   int size() const override { return info_.size; }
   Status allgather(const std::string& mine, std::vector<std::string>* all) override;
@@ -73,8 +87,8 @@ class UcxRendezvous final : public AddressExchange {
   static void onConnRequest(ucp_conn_request_h req, void* arg);
   static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
-  const LaunchInfo info_;
-  const std::string where_;
+  LaunchInfo info_;
+  std::string where_;
   const double timeoutS_;
   const int spinUs_;
   uint32_t seq_ = 0;
@@ -98,8 +112,8 @@ Status UcxRendezvous::resolve(sockaddr_storage* addr, socklen_t* len) const {
   addrinfo* res = nullptr;
   int rc = getaddrinfo(info_.host.c_str(), std::to_string(info_.port).c_str(), &hints, &res);
   GC_REQUIRE(rc == 0 && res, Err::InvalidConfig,
-             "bootstrap address %s (GRADCOMP_BOOTSTRAP or MASTER_ADDR/MASTER_PORT): cannot "
-             "resolve host '%s': %s", where_.c_str(), info_.host.c_str(), gai_strerror(rc));
+             "bootstrap address %s (%s): cannot resolve host '%s': %s", where_.c_str(),
+             info_.addressSource.c_str(), info_.host.c_str(), gai_strerror(rc));
   memcpy(addr, res->ai_addr, res->ai_addrlen);
   *len = res->ai_addrlen;
   freeaddrinfo(res);
@@ -133,9 +147,30 @@ Status UcxRendezvous::listen() {
   params.conn_handler.arg = this;
   ucs_status_t st = ucp_listener_create(worker_.get(), &params, &listener_);
   GC_REQUIRE(st == UCS_OK, Err::SystemError,
-             "bootstrap: rank 0 cannot listen on %s (GRADCOMP_BOOTSTRAP or MASTER_ADDR/MASTER_PORT): %s",
-             where_.c_str(), ucx::statusText(st).c_str());
-  GC_INFO(BOOTSTRAP, "rank 0 listening on %s for %d ranks", where_.c_str(), info_.size);
+             "bootstrap: rank 0 cannot listen on %s (%s): %s", where_.c_str(),
+             info_.addressSource.c_str(), ucx::statusText(st).c_str());
+  if (info_.size > 0) GC_INFO(BOOTSTRAP, "rank 0 listening on %s for %d ranks", where_.c_str(), info_.size);
+  return Status::Ok();
+}
+
+Status UcxRendezvous::listenEarly(const std::string& host) {
+  info_ = LaunchInfo();
+  info_.host = host;
+  info_.port = 0;
+  info_.addressSource = "a local interface address, port picked by the kernel";
+  where_ = host + ":0";
+  GC_CHECK(worker_.create(ucx::ContextKind::Bootstrap, "bootstrap"));
+  GC_CHECK(listen());
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  ucs_status_t st = ucp_listener_query(listener_, &attr);
+  GC_REQUIRE(st == UCS_OK, Err::SystemError, "bootstrap: querying the listener on %s failed: %s",
+             host.c_str(), ucx::statusText(st).c_str());
+  const auto& ss = attr.sockaddr;
+  info_.port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(ss).sin6_port
+                                              : reinterpret_cast<const sockaddr_in&>(ss).sin_port);
+  where_ = host + ":" + std::to_string(info_.port);
+  GC_INFO(BOOTSTRAP, "listening on %s before ranks are known", where_.c_str());
   return Status::Ok();
 }
 
@@ -368,9 +403,10 @@ Status UcxRendezvous::clientAllgather(const std::string& mine, std::vector<std::
     while (Clock::now() < retryAt)
       if (!waiter.progress()) waiter.idle();
     GC_REQUIRE(Clock::now() < deadline, Err::Timeout,
-               "bootstrap: rank %d cannot reach rank 0 at %s (GRADCOMP_BOOTSTRAP or "
-               "MASTER_ADDR/MASTER_PORT) within %.1f s (GRADCOMP_TIMEOUT_S): %s",
-               info_.rank, where_.c_str(), timeoutS_, lastError.c_str());
+               "bootstrap: rank %d cannot reach rank 0 at %s (%s) within %.1f s "
+               "(GRADCOMP_TIMEOUT_S): %s",
+               info_.rank, where_.c_str(), info_.addressSource.c_str(), timeoutS_,
+               lastError.c_str());
   }
   while (true) {
     std::string msg;
@@ -414,6 +450,48 @@ Status createUcxBootstrap(const LaunchInfo& info, std::unique_ptr<AddressExchang
   auto r = std::make_unique<UcxRendezvous>(info, timeoutS, static_cast<int>(spinUs));
   GC_CHECK(r->init());
   *out = std::move(r);
+  return Status::Ok();
+}
+
+}  // namespace gradcomp::transport
+
+namespace gradcomp::transport {
+namespace {
+
+class EarlyListener final : public RendezvousListener {
+ public:
+  std::unique_ptr<UcxRendezvous> rendezvous;
+  std::string host() const override { return rendezvous->info().host; }
+  int port() const override { return rendezvous->info().port; }
+};
+
+}  // namespace
+
+Status listenUcxRendezvous(const std::string& host, std::unique_ptr<RendezvousListener>* out) {
+  double timeoutS = 0;
+  int64_t spinUs = 0;
+  GC_CHECK(param::getDouble(param::Id::TIMEOUT_S, &timeoutS));
+  GC_CHECK(param::getInt(param::Id::WAIT_SPIN_US, &spinUs));
+  auto l = std::make_unique<EarlyListener>();
+  l->rendezvous = std::make_unique<UcxRendezvous>(LaunchInfo(), timeoutS, static_cast<int>(spinUs));
+  GC_CHECK(l->rendezvous->listenEarly(host));
+  *out = std::move(l);
+  return Status::Ok();
+}
+
+Status joinUcxRendezvous(std::unique_ptr<RendezvousListener> listener, const LaunchInfo& info,
+                         std::unique_ptr<AddressExchange>* out) {
+  GC_REQUIRE(info.size >= 1 && info.rank >= 0 && info.rank < info.size, Err::InvalidArgument,
+             "joinUcxRendezvous: rank %d of %d is not a valid rank", info.rank, info.size);
+  auto* early = dynamic_cast<EarlyListener*>(listener.get());
+  GC_REQUIRE(early != nullptr && early->rendezvous, Err::InvalidArgument,
+             "joinUcxRendezvous: the listener is not one from listenUcxRendezvous (or was used)");
+  if (info.rank != 0 || info.size == 1) {
+    listener.reset();  // only rank 0's listener serves
+    return createUcxBootstrap(info, out);
+  }
+  early->rendezvous->becomeRoot(info.size);
+  *out = std::move(early->rendezvous);
   return Status::Ok();
 }
 

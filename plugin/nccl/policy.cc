@@ -202,6 +202,23 @@ Status loadPolicyWithSystemConfig(const std::string& systemConfig, Policy* out) 
   return Status::Ok();
 }
 
+Status algorithmOverrides(const Policy& policy, int rule, param::Overrides* out) {
+  auto apply = [&](const std::map<std::string, std::string>& params, const std::string& origin) -> Status {
+    for (const auto& [name, text] : params) {
+      const param::Spec* spec = param::find(name);
+      if (spec == nullptr) continue;  // validated at load
+      bool envSet = false;
+      for (int i = 0; i < int(param::Id::kCount); ++i)
+        if (&param::spec(param::Id(i)) == spec) envSet = fromEnv(param::Id(i));
+      if (!envSet) GC_CHECK(out->set(name, text, origin));
+    }
+    return Status::Ok();
+  };
+  GC_CHECK(apply(policy.params, policy.configPath + " [params]"));
+  if (rule >= 0) GC_CHECK(apply(policy.rules[size_t(rule)].params, policy.rules[size_t(rule)].origin));
+  return Status::Ok();
+}
+
 const char* verdictName(Verdict v) {
   switch (v) {
     case Verdict::Compress: return "compress";

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/param.h"
 #include "common/status.h"
 
 namespace gradcomp::nccl {
@@ -96,6 +97,11 @@ struct CallShape {
 // Static part of the decision (everything except group/capture/memory, which
 // the interposer checks). *rule is -1 for the defaults, else the rule index.
 Verdict decide(const Policy& policy, const CommIdentity& comm, const CallShape& call, int* rule);
+
+// Algorithm parameters of `rule` (-1: the defaults): the file's [params],
+// then the rule's, each only where the environment does not set the
+// variable (the environment wins; the registry supplies the rest).
+Status algorithmOverrides(const Policy& policy, int rule, param::Overrides* out);
 
 // NCCL dtype/op -> gradcomp types; false when not eligible.
 bool eligibleDtype(int ncclDtype, DataType* out);

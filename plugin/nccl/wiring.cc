@@ -106,23 +106,7 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
   RuleRuntime rt;
   const Rule* r = rule >= 0 ? &policy.rules[size_t(rule)] : nullptr;
   rt.algoName = r && !r->algo.empty() ? r->algo : policy.algo;
-  // File values apply only where the environment says nothing (env wins).
-  auto apply = [&](const std::map<std::string, std::string>& params, const std::string& origin) -> Status {
-    for (const auto& [name, text] : params) {
-      const param::Spec* spec = param::find(name);
-      if (spec == nullptr) continue;  // validated at load
-      bool envSet = false;
-      for (int i = 0; i < int(param::Id::kCount); ++i) {
-        param::Value v;
-        if (&param::spec(param::Id(i)) == spec)
-          envSet = param::get(param::Id(i), &v).ok() && v.fromEnvironment;
-      }
-      if (!envSet) GC_CHECK(rt.config.set(name, text, origin));
-    }
-    return Status::Ok();
-  };
-  GC_CHECK(apply(policy.params, policy.configPath + " [params]"));
-  if (r) GC_CHECK(apply(r->params, r->origin));
+  GC_CHECK(algorithmOverrides(policy, rule, &rt.config));
   const algo::AlgorithmInfo* info = algo::findAlgorithm(rt.algoName);
   GC_REQUIRE(info != nullptr, Err::InvalidConfig, "algorithm '%s' is not registered; known: %s",
              rt.algoName.c_str(), algo::algorithmNames().c_str());

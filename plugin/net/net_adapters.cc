@@ -1,95 +1,27 @@
-// ncclNetPlugin_v11 and ncclNetPlugin_v10: thin per-version adapters over the
-// one implementation in ucx_net.h. Every entry catches everything and maps a
-// Status to ncclResult_t in one place (toNccl); errors are logged once here,
-// through NCCL's logger once NCCL gave one.
-#include <cstdarg>
-#include <cstring>
-#include <deque>
-#include <exception>
+// ncclNetPlugin_v6 .. v11: thin per-version adapters over the one
+// implementation in ucx_net.h. Every entry goes through call()
+// (plugin_glue.h): exceptions caught, a Status mapped to ncclResult_t and
+// logged once, through NCCL's logger once NCCL gave one.
 #include <mutex>
-#include <string>
+#include <type_traits>
 
 #include "common/log.h"
+#include "plugin/net/net_props_fill.h"
 #include "plugin/net/net_v10.h"
 #include "plugin/net/net_v11.h"
+#include "plugin/net/net_v6_v9.h"
+#include "plugin/net/plugin_glue.h"
 #include "plugin/net/ucx_net.h"
 
 namespace gradcomp::net {
 namespace {
 
-ncclDebugLogger_t gLogger = nullptr;
-
-void toNcclLogger(log::Level level, uint32_t subsys, const char* file, int line, const char* msg) {
-  ncclDebugLogger_t logger = gLogger;
-  if (logger == nullptr) return;
-  ncclDebugLogLevel l = level == log::Level::Warn   ? NCCL_LOG_WARN
-                        : level == log::Level::Info ? NCCL_LOG_INFO
-                                                    : NCCL_LOG_TRACE;
-  unsigned long flags = (subsys & log::INIT) ? NCCL_LOGFLAG_INIT : NCCL_LOGFLAG_NET;
-  logger(l, flags, file, line, "GRADCOMP %s", msg);
-}
-
-void installLogger(ncclDebugLogger_t logger) {
-  if (logger == nullptr) return;
-  gLogger = logger;
-  log::setExternalLogger(toNcclLogger);
-}
-
-ncclResult_t toNccl(const Status& s) {
-  if (s.ok()) return ncclSuccess;
-  GC_WARN("%s", s.message().c_str());
-  switch (s.code()) {
-    case Err::InvalidArgument: return ncclInvalidArgument;
-    case Err::InvalidConfig: return ncclInvalidUsage;
-    case Err::RemoteError: case Err::Timeout: return ncclRemoteError;
-    case Err::SystemError: return ncclSystemError;
-    default: return ncclInternalError;
-  }
-}
-
-template <typename Fn>
-ncclResult_t call(Fn&& fn) {
-  try {
-    return toNccl(fn());
-  } catch (const std::exception& e) {
-    return toNccl(makeStatus(Err::Internal, "net plugin: exception: %s", e.what()));
-  } catch (...) {
-    return toNccl(makeStatus(Err::Internal, "net plugin: unknown exception"));
-  }
-}
-
-// NCCL keeps the name/pciPath pointers: they live as long as the process.
 template <typename Props>
-ncclResult_t fillProperties(int dev, Props* props) {
+ncclResult_t getProperties(int dev, Props* props) {
   return call([&] {
     Properties p;
     GC_CHECK(properties(dev, &p));
-    static std::mutex mu;
-    // deque: push_back never moves existing strings (NCCL holds their c_str()).
-    static std::deque<std::string>* strings = new std::deque<std::string>();
-    std::lock_guard<std::mutex> lock(mu);
-    memset(props, 0, sizeof *props);
-    strings->push_back(p.name);
-    props->name = const_cast<char*>(strings->back().c_str());
-    if (!p.pciPath.empty()) {
-      strings->push_back(p.pciPath);
-      props->pciPath = const_cast<char*>(strings->back().c_str());
-    }
-    props->guid = p.guid;
-    props->ptrSupport = p.ptrSupport;
-    props->regIsGlobal = 0;
-    props->forceFlush = 0;
-    props->speed = p.speedMbps;
-    props->port = 1;
-    props->latency = 0;
-    props->maxComms = p.maxComms;
-    props->maxRecvs = p.maxRecvs;
-    props->netDeviceType = NCCL_NET_DEVICE_HOST;
-    props->netDeviceVersion = 0;
-    props->vProps.ndevs = 1;
-    props->vProps.devs[0] = dev;
-    props->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
-    props->maxCollBytes = NCCL_MAX_NET_SIZE_BYTES;
+    fillProperties(p, dev, props);
     return Status::Ok();
   });
 }
@@ -138,11 +70,6 @@ ncclResult_t finalizeV11(void*) {
   finalize();
   return ncclSuccess;
 }
-ncclResult_t getPropertiesV11(int dev, ncclNetProperties_v11_t* p) {
-  ncclResult_t rc = fillProperties(dev, p);
-  if (rc == ncclSuccess) p->maxMultiRequestSize = 1;
-  return rc;
-}
 ncclResult_t listenV11(void*, int dev, void* handle, void** l) {
   return call([&] { return listen(dev, handle, l); });
 }
@@ -151,15 +78,15 @@ ncclResult_t connectV11(void*, int dev, void* handle, void** sendComm, ncclNetDe
   return call([&] { return connect(dev, handle, sendComm); });
 }
 
-// ---- v10: one init per process ----
-ncclResult_t initV10(ncclDebugLogger_t logger, ncclProfilerCallback_t) {
+// ---- v6 .. v10: one init per process ----
+ncclResult_t initOnce(ncclDebugLogger_t logger) {
   installLogger(logger);
   static std::once_flag once;
   ncclResult_t rc = ncclSuccess;
   std::call_once(once, [&] { rc = call([] { return init(); }); });
   return rc;
 }
-ncclResult_t getPropertiesV10(int dev, ncclNetProperties_v10_t* p) { return fillProperties(dev, p); }
+ncclResult_t initV10(ncclDebugLogger_t logger, ncclProfilerCallback_t) { return initOnce(logger); }
 ncclResult_t listenV10(int dev, void* handle, void** l) {
   return call([&] { return listen(dev, handle, l); });
 }
@@ -169,6 +96,48 @@ ncclResult_t connectV10(int dev, ncclNetCommConfig_v10_t*, void* handle, void** 
   return call([&] { return connect(dev, handle, sendComm); });
 }
 
+// ---- v6 .. v9: no profiler handles; int sizes before v9 ----
+ncclResult_t connectV7(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v7_t** devComm) {
+  if (devComm) *devComm = nullptr;
+  return call([&] { return connect(dev, handle, sendComm); });
+}
+ncclResult_t connectV6(int dev, void* handle, void** sendComm) { return connectV7(dev, handle, sendComm, nullptr); }
+ncclResult_t acceptV6(void* l, void** recvComm) { return acceptEntry(l, recvComm, nullptr); }
+// NCCL's own compat layers range-check before narrowing; a negative int size
+// is an error here, never a huge size_t.
+template <typename SizeT>
+bool negative(SizeT v) {
+  if constexpr (std::is_signed_v<SizeT>) return v < 0;
+  return false;
+}
+template <typename SizeT>
+ncclResult_t regMrOld(void* comm, void* data, SizeT size, int type, void** mh) {
+  return call([&] {
+    GC_REQUIRE(!negative(size), Err::InvalidArgument, "net plugin: regMr of a negative size");
+    return regMr(comm, data, size_t(size), type, mh);
+  });
+}
+template <typename SizeT>
+ncclResult_t isendOld(void* comm, void* data, SizeT size, int tag, void*, void** req) {
+  return call([&] {
+    GC_REQUIRE(!negative(size), Err::InvalidArgument, "net plugin: isend of a negative size");
+    return isend(comm, data, size_t(size), tag, req);
+  });
+}
+template <typename SizeT>
+ncclResult_t irecvOld(void* comm, int n, void** data, SizeT* sizes, int* tags, void**, void** req) {
+  return call([&] {
+    GC_REQUIRE(n >= 1 && n <= kMaxRecvs, Err::InvalidArgument,
+               "net plugin: irecv with n=%d buffers (accepted 1..%d)", n, kMaxRecvs);
+    size_t wide[kMaxRecvs];
+    for (int i = 0; i < n; ++i) {
+      GC_REQUIRE(!negative(sizes[i]), Err::InvalidArgument, "net plugin: irecv of a negative size");
+      wide[i] = size_t(sizes[i]);
+    }
+    return irecv(comm, n, data, wide, tags, req);
+  });
+}
+
 }  // namespace
 }  // namespace gradcomp::net
 
@@ -176,15 +145,37 @@ using namespace gradcomp::net;
 
 // NCCL_NET=gradcomp selects these by name.
 extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
-    "gradcomp",     initV11,     devicesEntry,   getPropertiesV11, listenV11,     connectV11,
+    "gradcomp",     initV11,     devicesEntry,   getProperties<ncclNetProperties_v11_t>, listenV11, connectV11,
     acceptEntry,    regMrEntry,  nullptr,        deregMrEntry,     isendEntry,    irecvEntry,
     iflushEntry,    testEntry,   closeSendEntry, closeRecvEntry,   closeListenEntry,
     nullptr,        nullptr,     nullptr,        finalizeV11,      nullptr,
 };
 
 extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
-    "gradcomp",     initV10,     devicesEntry,   getPropertiesV10, listenV10,     connectV10,
+    "gradcomp",     initV10,     devicesEntry,   getProperties<ncclNetProperties_v10_t>, listenV10, connectV10,
     acceptEntry,    regMrEntry,  nullptr,        deregMrEntry,     isendEntry,    irecvEntry,
     iflushEntry,    testEntry,   closeSendEntry, closeRecvEntry,   closeListenEntry,
     nullptr,        nullptr,     nullptr,
 };
+
+// NCCL 2.13 - 2.25 load the library only through these (and only then find
+// its CollNet tables).
+#define GC_NET_OLD_DATA_ENTRIES(regSizeT, sizeT)                                              \
+  regMrOld<regSizeT>, nullptr, deregMrEntry, isendOld<sizeT>, irecvOld<sizeT>, iflushEntry, \
+      testEntry, closeSendEntry, closeRecvEntry, closeListenEntry
+
+extern "C" __attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlugin_v9 = {
+    "gradcomp", initOnce, devicesEntry, getProperties<ncclNetProperties_v9_t>, listenV10,
+    connectV7, acceptEntry, GC_NET_OLD_DATA_ENTRIES(size_t, size_t), nullptr, nullptr, nullptr};
+
+extern "C" __attribute__((visibility("default"))) const ncclNet_v8_t ncclNetPlugin_v8 = {
+    "gradcomp", initOnce, devicesEntry, getProperties<ncclNetProperties_v8_t>, listenV10,
+    connectV7, acceptEntry, GC_NET_OLD_DATA_ENTRIES(size_t, int), nullptr, nullptr};
+
+extern "C" __attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlugin_v7 = {
+    "gradcomp", initOnce, devicesEntry, getProperties<ncclNetProperties_v7_t>, listenV10,
+    connectV7, acceptEntry, GC_NET_OLD_DATA_ENTRIES(int, int), nullptr, nullptr};
+
+extern "C" __attribute__((visibility("default"))) const ncclNet_v6_t ncclNetPlugin_v6 = {
+    "gradcomp", initOnce, devicesEntry, getProperties<ncclNetProperties_v6_t>, listenV10,
+    connectV6, acceptV6, GC_NET_OLD_DATA_ENTRIES(int, int)};

@@ -2,7 +2,7 @@
 # Sanitizer runs (clang, no CUDA), usable alone or from test.sh:
 #   tools/ci/sanitize.sh [asan|tsan|all]   (default all)
 #   asan: the whole CTest suite built with AddressSanitizer + UBSan (+LSan);
-#   tsan: the threaded tests (transport, executor protocol, WAGMA) with TSan.
+#   tsan: the threaded tests (transport, executor protocol, WAGMA, CollNet) with TSan.
 # Suppressions (third-party frames only) live in tools/ci/sanitizers/.
 # Prints one "sanitize <stage>: N passed, N failed" line per stage and exits
 # non-zero when anything failed.
@@ -14,9 +14,10 @@ failed=0
 
 # The executables whose every test case runs under TSan: what runs threads
 # (UCX progress, the failure monitor, the executor's worker, WAGMA's asynchronous
-# group reductions).
+# group reductions, the CollNet plugin's worker per group polled from NCCL's
+# proxy thread).
 GC_TSAN_TESTS=(test_transport test_transport_faults test_failure_monitor test_executor_protocol test_wagma
-               test_wagma_async)
+               test_wagma_async test_collnet_plugin)
 
 run_asan() {
   gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON
