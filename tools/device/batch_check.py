@@ -148,6 +148,22 @@ def cmd_times(a):
                                                                   "found" if base else "missing"))
 
 
+def cmd_collnet(a):
+    """NCCL called the CollNet plugin: every head rank's group completed chunks."""
+    files = sorted(glob.glob(os.path.join(a.dir, "stats.collnet.*.json")))
+    if not files:
+        return verdict(False, "no stats.collnet.*.json in %s: NCCL never created a CollNet group "
+                       "(see the step's NCCL_DEBUG=INFO log for why)" % a.dir)
+    calls = 0
+    for f in files:
+        for g in load_json(f).get("collnet", []):
+            calls += g.get("calls", 0)
+            print("%s: group %s rank %s/%s algo %s: %s chunks, ratio %s, failed %s" % (
+                os.path.basename(f), g.get("group"), g.get("rank"), g.get("nranks"), g.get("algo"),
+                g.get("calls"), g.get("ratio"), g.get("failed")))
+    return verdict(calls > 0, "%d CollNet chunks reduced by gradcomp over %d files" % (calls, len(files)))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -164,6 +180,8 @@ def main():
     s.add_argument("--ranks", type=int, default=4)
     s.add_argument("--min-accuracy", type=float, default=0.5)
     s.add_argument("--stats", help="folder of the run's GRADCOMP_STATS files")
+    s = sub.add_parser("collnet")
+    s.add_argument("dir")
     s = sub.add_parser("times")
     s.add_argument("root")
     s.add_argument("--baseline", default="nccl-dense")

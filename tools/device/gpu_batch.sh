@@ -9,7 +9,7 @@
 #      tools/device/gpu_batch.sh --dry-run
 # 2. With the `run` device tool, two calls of under 10 minutes each:
 #      run(command='tools/device/gpu_batch.sh --parts a,b2 "$OUT"',    carry=[".device/debs", ".device/data"])
-#      run(command='tools/device/gpu_batch.sh --parts b1,b3,c "$OUT"', carry=[".device/debs", ".device/data"])
+#      run(command='tools/device/gpu_batch.sh --parts b1,b3,c,d "$OUT"', carry=[".device/debs", ".device/data"])
 #    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
 #      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data"])
 #
@@ -27,6 +27,10 @@
 #       and the time per call beside NCCL's dense allreduce timed first
 #   b3  NCCL's own allreduce over the gradcomp net plugin (NCCL_NET_PLUGIN,
 #       NCCL_NET=gradcomp): exact results; busbw beside NCCL's Socket transport
+#   d   CollNet (issue 23): NCCL's allreduce with NCCL_COLLNET_ENABLE=1,
+#       NCCL_COLLNET_NODE_THRESHOLD=1 and the gradcomp net plugin (whose
+#       tuner prefers CollNet): dense must be exact, qsgd 4 bit runs, and the
+#       CollNet stats prove NCCL handed gradcomp the chunks
 #   c   examples/pytorch/train_fmnist.py (DDP, no gradcomp import) for 2
 #       epochs: dense, oktopk (density 0.01), qsgd 4 bit, sign: accuracy, step
 #       time, and gradcomp's stats proving the allreduces were compressed
@@ -69,10 +73,10 @@ if [ $quick = 1 ]; then
 fi
 budget="${budget:-570}"
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_batch.sh: --budget takes whole seconds" >&2; exit 2; }
-parts=",${parts:-a,b1,b2,b3,c},"
+parts=",${parts:-a,b1,b2,b3,c,d},"
 plist="$(echo ${parts//,/ })"
 for p in ${parts//,/ }; do
-  case "$p" in a|b1|b2|b3|c) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c)" >&2; exit 2 ;; esac
+  case "$p" in a|b1|b2|b3|c|d) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c, d)" >&2; exit 2 ;; esac
 done
 has() { [[ "$parts" == *",$1,"* ]]; }
 
@@ -311,6 +315,22 @@ part_b3() {
   [ ! -f "$logs/b3-times.log" ] || sed 's/^/    /' "$logs/b3-times.log" >>"$out/summary.txt"
 }
 
+part_d() {
+  local algo
+  for algo in dense qsgd; do
+    local name="d-collnet-$algo" dir
+    dir="$(outdir "$name")"
+    # shellcheck disable=SC2046
+    step "$name" 300 env NCCL_NET_PLUGIN="$build/plugin/libnccl-net-gradcomp.so" NCCL_NET=gradcomp \
+      NCCL_COLLNET_ENABLE=1 NCCL_COLLNET_NODE_THRESHOLD=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING \
+      GRADCOMP_ALGO="$algo" $(params "$algo") GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
+      "${torchrun[@]}" "$driver" --phases $([ $algo = dense ] && echo exact,time || echo time) --out "$dir" \
+      --label "collnet-$algo" --exact-sizes 1M:64M --time-sizes 4M,64M
+    [ $algo = dense ] && step "$name-exact" 60 python3 "$check" exact "$logs/$name"
+    step "$name-called" 60 python3 "$check" collnet "$dir"
+  done
+}
+
 part_c() {
   for case in $c_cases; do
     local dir preload=()
@@ -331,6 +351,7 @@ run_parts() {
   has b1 && part_b1
   has b2 && part_b2
   has b3 && part_b3
+  has d && part_d
   has c && part_c
 }
 
