@@ -311,6 +311,11 @@ Status Probe::run(const std::vector<ProbeCandidate>& cands, ProbeOutcome* out) {
 
 }  // namespace
 
+const std::vector<size_t>& probeLevels() {
+  static const std::vector<size_t> levels(std::begin(kLevels), std::end(kLevels));
+  return levels;
+}
+
 Status runProbe(Context& ctx, Algorithm& dense, const std::vector<ProbeCandidate>& candidates,
                 const ProbeOptions& options, ProbeOutcome* out) {
   Probe probe(ctx, dense, options);

@@ -59,6 +59,10 @@ struct ProbeOutcome {
   std::vector<std::vector<ProbeSample>> samples;  // per candidate, agreed
 };
 
+// The element counts the probe measures candidates at, smallest first (the
+// simulator's --auto-check fits its models at the same sizes).
+const std::vector<size_t>& probeLevels();
+
 // Collective over ctx.net with buffers in ctx.dev; `dense` runs the
 // agreements. Tags: sequence numbers in a band of their own.
 Status runProbe(Context& ctx, Algorithm& dense, const std::vector<ProbeCandidate>& candidates,
