@@ -28,6 +28,7 @@ Chooser::ClassState& Chooser::state(const ClassKey& key) {
     s.winN.assign(n_, 0.0);
     s.callsBy.assign(n_, 0);
     s.measuredN.assign(n_, 0);
+    s.measuredAt.assign(n_, 0);
     s.predictedSum.assign(n_, 0.0);
     s.modelSum.assign(n_, 0.0);
     s.measuredSum.assign(n_, 0.0);
@@ -54,6 +55,7 @@ bool Chooser::agreementDue(const ClassKey& key) const {
   const ClassState& s = it->second;
   if (!s.started || !s.measurable) return false;
   if (!s.steady) return s.calls == uint64_t(o_.trialCalls) * s.trial.size();
+  if (s.retrial >= 0) return s.retrialLeft == 0;
   return s.sinceAgree >= uint64_t(o_.refineCalls);
 }
 
@@ -72,26 +74,43 @@ std::vector<double> Chooser::windowWords(const ClassKey& key) const {
 void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
                      const std::vector<double>& base) {
   ClassState& s = state(key);
+  ++s.agreements;
   for (size_t c = 0; c < n_ && 2 * c + 1 < agreed.size(); ++c) {
     const double ratio = -agreed[2 * c];
-    if (agreed[2 * c + 1] > 0 && std::isfinite(ratio) && ratio > 0) s.factor[c] = ratio;
+    if (agreed[2 * c + 1] > 0 && std::isfinite(ratio) && ratio > 0) {
+      s.factor[c] = ratio;
+      s.measuredAt[c] = s.agreements;
+    }
   }
   std::fill(s.winSum.begin(), s.winSum.end(), 0.0);
   std::fill(s.winN.begin(), s.winN.end(), 0.0);
   s.sinceAgree = 0;
+  s.retrial = -1;
   const int pick = best(s, base);
   if (!s.steady) {
     s.steady = true;
     s.current = pick;
     return;
   }
-  if (pick < 0 || pick == s.current || s.current < 0) {
-    if (s.current < 0) s.current = pick;
-    return;
+  if (s.current < 0) s.current = pick;
+  if (pick >= 0 && pick != s.current) {
+    const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
+    const double alt = base[size_t(pick)] * s.factor[size_t(pick)];
+    if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis)) s.current = pick;
   }
+  // Retrial: a candidate whose factor is stale (measured kRetrialAgreements
+  // or more agreements ago, or never) and that the model alone predicts
+  // faster than what the current one measures gets trialCalls calls, then
+  // an agreement: conditions change (a transient slowed it), and a factor is
+  // only refreshed by running. At most trialCalls calls per that many windows.
+  if (s.current < 0) return;
   const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
-  const double alt = base[size_t(pick)] * s.factor[size_t(pick)];
-  if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis)) s.current = pick;
+  for (size_t c = 0; c < n_ && c < base.size(); ++c) {
+    if (int(c) == s.current || !std::isfinite(base[c]) || !(base[c] < now)) continue;
+    if (s.agreements - s.measuredAt[c] < kRetrialAgreements) continue;
+    if (s.retrial < 0 || base[c] < base[size_t(s.retrial)]) s.retrial = int(c);
+  }
+  s.retrialLeft = s.retrial >= 0 ? uint64_t(o_.trialCalls) : 0;
 }
 
 Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, bool measurable) {
@@ -119,6 +138,10 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
     ch.candidate = s.trial[size_t(std::min<uint64_t>(slot, s.trial.size() - 1))];
     // Every trial call but a candidate's first (one-time costs) is measured.
     ch.record = s.measurable && (o_.trialCalls == 1 || s.calls % uint64_t(o_.trialCalls) != 0);
+  } else if (s.retrial >= 0 && s.retrialLeft > 0) {
+    ch.candidate = s.retrial;
+    ch.record = s.measurable && s.retrialLeft < uint64_t(o_.trialCalls);
+    --s.retrialLeft;
   } else {
     ch.candidate = s.current;
     // The first call after a switch pays one-time costs: not measured.

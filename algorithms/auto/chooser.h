@@ -18,6 +18,11 @@
 //     agreement refreshes the factors of what ran, and the choice moves only
 //     when another candidate is predicted `hysteresis` (a fraction) faster,
 //     so a size does not flip between algorithms on noise.
+//  5. Retrial: when a candidate's factor is stale (kRetrialAgreements
+//     agreements old, or never measured) and the model alone predicts it
+//     faster than the current one measures, it runs `trialCalls` calls and
+//     an agreement follows, so a candidate once measured slow (a transient)
+//     is not written off for good.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +34,8 @@
 #include "common/dtype.h"
 
 namespace gradcomp::algo::autosel {
+
+constexpr uint64_t kRetrialAgreements = 8;
 
 struct ChooserOptions {
   double explore = 3;
@@ -95,7 +102,10 @@ class Chooser {
 
  private:
   struct ClassState {
-    uint64_t calls = 0, sinceAgree = 0;
+    uint64_t calls = 0, sinceAgree = 0, agreements = 0;
+    int retrial = -1;  // candidate being re-measured (steady), -1: none
+    uint64_t retrialLeft = 0;
+    std::vector<uint64_t> measuredAt;  // agreement that last refreshed each factor
     bool started = false, steady = false, measurable = false;
     std::vector<int> trial;
     int current = -1, lastRun = -1;

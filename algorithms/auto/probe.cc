@@ -52,7 +52,8 @@ class Probe {
   Status run(const std::vector<ProbeCandidate>& cands, ProbeOutcome* out);
 
  private:
-  double timed(const char* what, double s) const { return o_.hook ? o_.hook(what, s) : s; }
+  double limitS() const { return std::max(1.0, 4 * o_.budgetS); }
+  double timed(const std::string& what, double s) const { return o_.hook ? o_.hook(what, s) : s; }
   // Agreement at a phase boundary: `mine` plus this rank's elapsed time and
   // failure flag; *stop when the budget is spent (then out->why says so).
   Status agree(std::vector<double> mine, std::vector<double>* agreed, ProbeOutcome* out,
@@ -93,13 +94,13 @@ Status Probe::agree(std::vector<double> mine, std::vector<double>* agreed, Probe
   if (failed != 0) {
     *stop = true;
     out->why = localFailed_ ? localWhy_ : "the calibration probe failed on another rank";
-  } else if (!(out->seconds <= o_.budgetS)) {
+  } else if (!(out->seconds <= limitS())) {
     *stop = true;
     char why[256];
     snprintf(why, sizeof why,
-             "the calibration probe took %.3f s, over GRADCOMP_AUTO_PROBE_MS=%.0f (a slow or "
-             "loaded network or machine; raise it to calibrate anyway)",
-             out->seconds, o_.budgetS * 1e3);
+             "the calibration probe took %.3f s, over its limit of %.3f s (4 x "
+             "GRADCOMP_AUTO_PROBE_MS=%.0f, at least 1 s: a slow or loaded network or machine)",
+             out->seconds, limitS(), o_.budgetS * 1e3);
     out->why = why;
   }
   return Status::Ok();
@@ -150,7 +151,7 @@ Status Probe::link(LinkFit* fit, ProbeOutcome* out, bool* stop) {
   GC_CHECK(agree({alpha}, &agreed, out, stop));
   if (*stop) return Status::Ok();
   fit->alphaS = agreed[0];
-  const double plan = o_.budgetS / 2;
+  const double plan = o_.budgetS;
   size_t m = kFirstShiftBytes;
   for (;;) {
     double t = 0;
@@ -194,8 +195,8 @@ Status Probe::runCandidate(const ProbeCandidate& c, Algorithm& alg, ErrorFeedbac
   if (transportError(*local)) return *local;
   const double waited = std::min(total, std::max(0.0, ctx_.net.waitSeconds() - wait0));
   sample->count = double(count);
-  sample->totalS = timed("total", total);
-  sample->computeS = timed("compute", total - waited);
+  sample->totalS = timed("total " + c.label, total);
+  sample->computeS = timed("compute " + c.label, total - waited);
   sample->wireBytes = double(ctx_.net.totalCounters().bytesSent - sent0);
   return Status::Ok();
 }
@@ -221,7 +222,7 @@ Status Probe::measure(const ProbeCandidate& c, Algorithm& alg, ErrorFeedbackStor
     sum.wireBytes = std::max(sum.wireBytes, s.wireBytes);
   }
   if (!local.ok())
-    GC_WARN("auto: candidate %s failed in the calibration probe: %s", c.info->name.c_str(),
+    GC_WARN("auto: candidate %s failed in the calibration probe: %s", c.label.c_str(),
             local.toString().c_str());
   std::vector<double> agreed;
   GC_CHECK(agree({-sum.totalS, sum.computeS, sum.wireBytes, local.ok() ? 0.0 : 1.0}, &agreed,
@@ -247,7 +248,7 @@ Status Probe::run(const std::vector<ProbeCandidate>& cands, ProbeOutcome* out) {
   GC_CHECK(this->link(&link, out, &stop));
   if (stop) return Status::Ok();
   out->model.link = link;
-  const double plan = o_.budgetS / 2;
+  const double plan = o_.budgetS;
   std::unique_ptr<ErrorFeedbackStore> ef;
   Status made = ErrorFeedbackStore::create(ctx_.config, &ef);
   if (!made.ok()) localFailed_ = true, localWhy_ = made.toString();
@@ -280,7 +281,8 @@ Status Probe::run(const std::vector<ProbeCandidate>& cands, ProbeOutcome* out) {
       const size_t i = order[k];
       const double share = (plan - out->seconds) / double(order.size() - k);
       const double ratio = double(kLevels[level]) / double(kLevels[level - 1]);
-      if ((1 + kMeasuredRuns) * lastS[i] * ratio > share) continue;
+      // Twice the linear projection: larger sizes leave the caches.
+      if (2 * (1 + kMeasuredRuns) * lastS[i] * ratio > share) continue;
       ProbeSample sample;
       bool ok = false;
       GC_CHECK(measure(cands[i], *algs[i], ef.get(), kLevels[level], &sample, &ok, out, &stop));

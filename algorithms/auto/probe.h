@@ -19,9 +19,10 @@
 //     the mean wall time (the rank that arrived last waited least), the max
 //     of the rest.
 //
-// The plan is half of the budget (GRADCOMP_AUTO_PROBE_MS); if the agreed
-// elapsed time passes the whole budget at a phase boundary, the probe stops
-// and fails on every rank alike. A candidate that fails on some rank for a
+// The plan is GRADCOMP_AUTO_PROBE_MS (the sizes are chosen to fit it from
+// what was measured so far); if the agreed elapsed time passes the limit, 4x
+// the plan and at least 1 s, at a phase boundary, the probe stops and fails
+// on every rank alike. A candidate that fails on some rank for a
 // reason other than the transport (its parameters, memory) is unusable on
 // every rank. A transport failure (a dead or silent peer, bounded by
 // GRADCOMP_TIMEOUT_S) returns its Status: the transport is then broken.
@@ -36,18 +37,21 @@
 
 namespace gradcomp::algo::autosel {
 
-// Applied to every time this rank measures (probe and calls) before it is
-// agreed: tests give each rank different timings; production has none.
-using TimingHook = std::function<double(const char* what, double seconds)>;
+// Applied to every time this rank measures before it is agreed: `what` is
+// "shift" (link probe), "total LABEL" / "compute LABEL" (a candidate's probe
+// run) or "call LABEL" (a measured call). Tests give each rank different
+// timings through it; production has none.
+using TimingHook = std::function<double(const std::string& what, double seconds)>;
 
 struct ProbeCandidate {
+  std::string label;
   const AlgorithmInfo* info = nullptr;
   const param::Overrides* config = nullptr;
   bool elementSizeScales = false;
 };
 
 struct ProbeOptions {
-  double budgetS = 0.8;
+  double budgetS = 0.25;  // the plan
   TimingHook hook;  // may be empty
 };
 

@@ -73,7 +73,7 @@ Status AutoTuner::calibrate(Context& ctx) {
   }
   std::vector<ProbeCandidate> cands;
   for (const Candidate& c : candidates_)
-    cands.push_back(ProbeCandidate{c.info, &c.config, c.spec.isDense()});
+    cands.push_back(ProbeCandidate{c.spec.label, c.info, &c.config, c.spec.isDense()});
   ProbeOutcome out;
   GC_CHECK(runProbe(ctx, *agreeDense_, cands, ProbeOptions{budgetS_, hook_}, &out));
   probeSeconds_ = out.seconds;
@@ -105,19 +105,20 @@ Status AutoTuner::calibrate(Context& ctx) {
 
 void AutoTuner::logAgreement(const ClassKey& key, const std::vector<double>& agreed,
                              const std::vector<double>& base) const {
-  std::string text;
-  for (size_t c = 0; c < candidates_.size(); ++c) {
-    char item[160];
-    snprintf(item, sizeof item, "%s%s %.3f ms x %.2f%s", c ? ", " : "",
-             candidates_[c].spec.label.c_str(), base[c] * 1e3, -agreed[2 * c],
-             agreed[2 * c + 1] > 0 ? "" : " (not run)");
-    text += item;
+  for (const ClassReport& r : chooser_->report()) {
+    if (r.key < key || key < r.key) continue;
+    std::string text;
+    for (size_t c = 0; c < candidates_.size(); ++c) {
+      char item[160];
+      snprintf(item, sizeof item, "%s%s %.3f ms x %.2f%s", c ? ", " : "",
+               candidates_[c].spec.label.c_str(), base[c] * 1e3, r.factor[c],
+               agreed[2 * c + 1] > 0 ? " (measured now)" : "");
+      text += item;
+    }
+    GC_INFO(ALGO, "auto: %s class 2^%d B: model x agreed factor: %s; choice %s",
+            dtypeName(key.dtype), key.log2Bytes, text.c_str(),
+            r.current >= 0 ? candidates_[size_t(r.current)].spec.label.c_str() : "none");
   }
-  for (const ClassReport& r : chooser_->report())
-    if (!(r.key < key) && !(key < r.key))
-      GC_INFO(ALGO, "auto: %s class 2^%d B: agreed model x measured: %s; choice %s",
-              dtypeName(key.dtype), key.log2Bytes, text.c_str(),
-              r.current >= 0 ? candidates_[size_t(r.current)].spec.label.c_str() : "none");
 }
 
 Status AutoTuner::plan(Context& ctx, const AllreduceArgs& args, bool measurable, Decision* out) {
@@ -158,7 +159,10 @@ const param::Overrides& AutoTuner::configFor(const Decision& d,
 }
 
 void AutoTuner::finish(const Decision& d, double seconds, bool errorFeedback) {
-  if (d.record && chooser_) chooser_->record(d.key, d.candidate, hook_ ? hook_("call", seconds) : seconds, d.baseS);
+  if (d.record && chooser_) {
+    const double s = hook_ ? hook_("call " + labelOf(d), seconds) : seconds;
+    chooser_->record(d.key, d.candidate, s, d.baseS);
+  }
   if (!d.dense && errorFeedback) compressed_.insert(d.tensor);
   else compressed_.erase(d.tensor);
 }

@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "algorithms/auto/candidates.h"
-#include "algorithms/auto/probe.h"
 
 namespace gradcomp::sim {
 namespace {
@@ -21,7 +20,7 @@ SimJob candidateJob(const SimJob& base, const algo::autosel::CandidateSpec& c, i
 }  // namespace
 
 Status autoCheck(const SimJob& base, int ranks, const std::vector<size_t>& counts,
-                 AutoCheckResult* out) {
+                 AutoCheckResult* out, const std::vector<size_t>& levels) {
   std::string text;
   GC_CHECK(base.config.getString(param::Id::AUTO_CANDIDATES, &text));
   std::vector<algo::autosel::CandidateSpec> specs;
@@ -34,7 +33,7 @@ Status autoCheck(const SimJob& base, int ranks, const std::vector<size_t>& count
   for (const auto& c : specs) {
     r.labels.push_back(c.label);
     std::vector<algo::autosel::ProbeSample> samples;
-    for (size_t n : algo::autosel::probeLevels()) {
+    for (size_t n : levels) {
       SimJob job = candidateJob(base, c, ranks, n);
       SimResult onLink, free;
       GC_CHECK(runSim(job, &onLink));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/auto/auto_model.h"
+#include "algorithms/auto/probe.h"
 #include "tools/gradcomp-sim/sim_run.h"
 
 namespace gradcomp::sim {
@@ -31,9 +32,11 @@ struct AutoCheckResult {
   std::vector<AutoCheckRow> rows;
 };
 
-// base: cost model, calls, inputs and parameters (AUTO_CANDIDATES among them).
+// base: cost model, calls, inputs and parameters (AUTO_CANDIDATES among them);
+// levels: the sizes the model is fitted at (tests use smaller ones).
 Status autoCheck(const SimJob& base, int ranks, const std::vector<size_t>& counts,
-                 AutoCheckResult* out);
+                 AutoCheckResult* out,
+                 const std::vector<size_t>& levels = algo::autosel::probeLevels());
 
 // Prints the table (and the JSON at jsonPath when not empty); exit status.
 int runAutoCheck(const SimJob& base, const std::vector<int>& ranks, const std::vector<size_t>& counts,
