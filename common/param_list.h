@@ -80,7 +80,9 @@
   X(AUTO_CANDIDATES, String, "dense,qsgd:BITS=8,qsgd:BITS=4,oktopk", "",                  \
     "auto: the algorithms it chooses among per call, a comma list of NAME[:PARAM=VALUE...] (a registry algorithm, optionally with its own parameters; the rest come from the configuration, e.g. oktopk at GRADCOMP_DENSITY). Under the NCCL interposer dense is NCCL's own allreduce. A bad list runs dense, with a message naming this variable.") \
   X(AUTO_PROBE_MS, Int, "250", "10..600000",                                                \
-    "auto: planned time of the calibration probe at wiring (link latency and bandwidth, each candidate's time and bytes at growing sizes, agreed across ranks): its sizes are chosen to fit it. Past 4x this (at least 1 s) it gives up and the communicator runs dense, with a message naming this variable.") \
+    "auto: planned time of the calibration probe at wiring (link latency and bandwidth, each candidate's time and bytes at growing sizes, agreed across ranks): its sizes are chosen to fit it.") \
+  X(AUTO_PROBE_LIMIT_MS, Int, "1000", "10..3600000",                                       \
+    "auto: time limit of the calibration probe (at least GRADCOMP_AUTO_PROBE_MS is used). Past it, at a phase boundary, the probe gives up on every rank and the communicator runs dense, with a message naming this variable.") \
   X(AUTO_REFINE_CALLS, Int, "16", "1..1000000",                                            \
     "auto: calls of a size class between agreements of measured call times (a small exchange across ranks) that refine the model.") \
   X(AUTO_HYSTERESIS, Double, "0.1", "0..1",                                                \

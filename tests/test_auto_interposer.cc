@@ -78,6 +78,8 @@ struct Job {
     extra["GRADCOMP_TIMEOUT_S"] = "30";
     extra["GRADCOMP_CONFIG"] = "";
     extra["GRADCOMP_ALGO"] = "auto";
+    extra["GRADCOMP_AUTO_PROBE_MS"] = "100";
+    extra["GRADCOMP_AUTO_PROBE_LIMIT_MS"] = "60000";  // calibrated whatever the load
     extra["GRADCOMP_STATS"] = dir + "/stats";
     extra["GRADCOMP_DEBUG"] = "INFO";
     extra["GRADCOMP_DEBUG_SUBSYS"] = "PLUGIN,ALGO";

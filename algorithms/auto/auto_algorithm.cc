@@ -35,7 +35,8 @@ GC_REGISTER_ALGORITHM(
     {"auto",
      "per call the candidate of GRADCOMP_AUTO_CANDIDATES that a model calibrated on this job "
      "predicts fastest (probe at the first call, measured times agreed across ranks)",
-     {param::Id::AUTO_CANDIDATES, param::Id::AUTO_PROBE_MS, param::Id::AUTO_REFINE_CALLS,
+     {param::Id::AUTO_CANDIDATES, param::Id::AUTO_PROBE_MS, param::Id::AUTO_PROBE_LIMIT_MS,
+      param::Id::AUTO_REFINE_CALLS,
       param::Id::AUTO_HYSTERESIS, param::Id::AUTO_EXPLORE, param::Id::DENSE_RD_MAX_BYTES,
       param::Id::EF, param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::TOPK_TAU_PRIME,
       param::Id::WARMUP_CALLS, param::Id::BITS, param::Id::BUCKET, param::Id::RBF_MANTISSA,

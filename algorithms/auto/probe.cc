@@ -52,7 +52,7 @@ class Probe {
   Status run(const std::vector<ProbeCandidate>& cands, ProbeOutcome* out);
 
  private:
-  double limitS() const { return std::max(1.0, 4 * o_.budgetS); }
+  double limitS() const { return std::max(o_.limitS, o_.budgetS); }
   double timed(const std::string& what, double s) const { return o_.hook ? o_.hook(what, s) : s; }
   // Agreement at a phase boundary: `mine` plus this rank's elapsed time and
   // failure flag; *stop when the budget is spent (then out->why says so).
@@ -98,9 +98,9 @@ Status Probe::agree(std::vector<double> mine, std::vector<double>* agreed, Probe
     *stop = true;
     char why[256];
     snprintf(why, sizeof why,
-             "the calibration probe took %.3f s, over its limit of %.3f s (4 x "
-             "GRADCOMP_AUTO_PROBE_MS=%.0f, at least 1 s: a slow or loaded network or machine)",
-             out->seconds, limitS(), o_.budgetS * 1e3);
+             "the calibration probe took %.3f s, over GRADCOMP_AUTO_PROBE_LIMIT_MS=%.0f (a slow "
+             "or loaded network or machine)",
+             out->seconds, limitS() * 1e3);
     out->why = why;
   }
   return Status::Ok();

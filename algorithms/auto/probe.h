@@ -20,9 +20,9 @@
 //     of the rest.
 //
 // The plan is GRADCOMP_AUTO_PROBE_MS (the sizes are chosen to fit it from
-// what was measured so far); if the agreed elapsed time passes the limit, 4x
-// the plan and at least 1 s, at a phase boundary, the probe stops and fails
-// on every rank alike. A candidate that fails on some rank for a
+// what was measured so far); if the agreed elapsed time passes the limit
+// (GRADCOMP_AUTO_PROBE_LIMIT_MS) at a phase boundary, the probe stops and
+// fails on every rank alike. A candidate that fails on some rank for a
 // reason other than the transport (its parameters, memory) is unusable on
 // every rank. A transport failure (a dead or silent peer, bounded by
 // GRADCOMP_TIMEOUT_S) returns its Status: the transport is then broken.
@@ -52,6 +52,7 @@ struct ProbeCandidate {
 
 struct ProbeOptions {
   double budgetS = 0.25;  // the plan
+  double limitS = 1.0;
   TimingHook hook;  // may be empty
 };
 

@@ -15,10 +15,13 @@ std::unique_ptr<Algorithm> makeDense() {
   return info ? info->create() : nullptr;
 }
 
-Status readOptions(const param::Overrides& config, ChooserOptions* o, double* budgetS) {
-  int64_t refine = 0, probeMs = 0;
+Status readOptions(const param::Overrides& config, ChooserOptions* o, double* budgetS,
+                   double* limitS) {
+  int64_t refine = 0, probeMs = 0, limitMs = 0;
   GC_CHECK(config.getInt(param::Id::AUTO_REFINE_CALLS, &refine));
   GC_CHECK(config.getInt(param::Id::AUTO_PROBE_MS, &probeMs));
+  GC_CHECK(config.getInt(param::Id::AUTO_PROBE_LIMIT_MS, &limitMs));
+  *limitS = double(limitMs) / 1e3;
   GC_CHECK(config.getDouble(param::Id::AUTO_HYSTERESIS, &o->hysteresis));
   GC_CHECK(config.getDouble(param::Id::AUTO_EXPLORE, &o->explore));
   o->refineCalls = int(refine);
@@ -43,7 +46,7 @@ void AutoTuner::configure(const param::Overrides& config) {
   std::vector<CandidateSpec> specs;
   Status s = config.getString(param::Id::AUTO_CANDIDATES, &text);
   if (s.ok()) s = parseCandidates(text, "GRADCOMP_AUTO_CANDIDATES", &specs);
-  if (s.ok()) s = readOptions(config, &options_, &budgetS_);
+  if (s.ok()) s = readOptions(config, &options_, &budgetS_, &limitS_);
   for (size_t i = 0; s.ok() && i < specs.size(); ++i) {
     Candidate c;
     c.spec = specs[i];
@@ -75,7 +78,7 @@ Status AutoTuner::calibrate(Context& ctx) {
   for (const Candidate& c : candidates_)
     cands.push_back(ProbeCandidate{c.spec.label, c.info, &c.config, c.spec.isDense()});
   ProbeOutcome out;
-  GC_CHECK(runProbe(ctx, *agreeDense_, cands, ProbeOptions{budgetS_, hook_}, &out));
+  GC_CHECK(runProbe(ctx, *agreeDense_, cands, ProbeOptions{budgetS_, limitS_, hook_}, &out));
   probeSeconds_ = out.seconds;
   if (!out.ok) {
     disable(out.why);

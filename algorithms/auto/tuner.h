@@ -104,7 +104,7 @@ class AutoTuner {
   std::string why_;
   std::vector<Candidate> candidates_;
   ChooserOptions options_;
-  double budgetS_ = 0.25;
+  double budgetS_ = 0.25, limitS_ = 1.0;
   std::unique_ptr<Chooser> chooser_;
   Model model_;
   double probeSeconds_ = 0;
