@@ -183,6 +183,26 @@ TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate"
   CHECK(rep[0].factor[0] == Approx(3.0));
 }
 
+TEST_CASE("auto chooser: the baseline (dense) is tried within explore^2 of the best", "[auto]") {
+  ChooserOptions o;
+  o.explore = 3;
+  o.baseline = 0;
+  const ClassKey k = classOf(100 << 20, DataType::Float32);
+  {
+    Chooser ch(o, 3);
+    // dense 8x the best (within 9x): tried; c1 4x: not.
+    const std::vector<double> base{0.8, 0.4, 0.1};
+    std::vector<int> ran;
+    for (int i = 0; i < 6; ++i) ran.push_back(ch.choose(k, base, true).candidate);
+    CHECK(ran == std::vector<int>{2, 2, 2, 0, 0, 0});
+  }
+  {
+    Chooser ch(o, 3);
+    const std::vector<double> base{1.0, 0.4, 0.1};  // dense 10x: not tried
+    for (int i = 0; i < 6; ++i) CHECK(ch.choose(k, base, true).candidate == 2);
+  }
+}
+
 TEST_CASE("auto chooser: hysteresis keeps a size on its candidate until another is clearly faster",
           "[auto]") {
   ChooserOptions o;

@@ -121,8 +121,10 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
     const int first = best(s, base);
     if (measurable && first >= 0) {
       const double limit = base[size_t(first)] * o_.explore;
-      for (size_t c = 0; c < n_ && c < base.size(); ++c)
-        if (std::isfinite(base[c]) && base[c] <= limit) s.trial.push_back(int(c));
+      for (size_t c = 0; c < n_ && c < base.size(); ++c) {
+        const double l = int(c) == o_.baseline ? limit * o_.explore : limit;
+        if (std::isfinite(base[c]) && base[c] <= l) s.trial.push_back(int(c));
+      }
       std::stable_sort(s.trial.begin(), s.trial.end(),
                        [&](int a, int b) { return base[size_t(a)] < base[size_t(b)]; });
     }

@@ -6,8 +6,8 @@
 //
 // A size class is (dtype, floor(log2 bytes)). Its life:
 //  1. First call: the trial set is every usable candidate predicted within
-//     `explore` times the best prediction, best first (one candidate: no
-//     trials). Without measurements (an asynchronous executor) the best
+//     `explore` times the best prediction (the baseline within explore^2),
+//     best first (one candidate: no trials). Without measurements (an asynchronous executor) the best
 //     prediction is final.
 //  2. Trials: each trial candidate runs `trialCalls` calls; all but the
 //     first are measured (it pays one-time costs: buffers, thresholds).
@@ -38,6 +38,10 @@ namespace gradcomp::algo::autosel {
 constexpr uint64_t kRetrialAgreements = 8;
 
 struct ChooserOptions {
+  // The baseline (dense; -1: none) is tried within explore^2 of the best
+  // prediction: never slower than dense is the promise, and the model is
+  // least sure far from its probe sizes.
+  int baseline = -1;
   double explore = 3;
   double hysteresis = 0.1;
   int trialCalls = 3;

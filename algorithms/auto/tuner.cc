@@ -86,6 +86,8 @@ Status AutoTuner::calibrate(Context& ctx) {
     return Status::Ok();
   }
   model_ = out.model;
+  for (size_t c = 0; c < candidates_.size(); ++c)
+    if (candidates_[c].spec.isDense()) options_.baseline = int(c);
   chooser_ = std::make_unique<Chooser>(options_, candidates_.size());
   GC_INFO(ALGO, "auto: calibrated in %.3f s on %d ranks: latency %.1f us, %.3f Gbit/s per link",
           out.seconds, model_.nranks, model_.link.alphaS * 1e6,
