@@ -24,8 +24,7 @@ Chooser::ClassState& Chooser::state(const ClassKey& key) {
   ClassState& s = classes_[key];
   if (s.factor.empty()) {
     s.factor.assign(n_, 1.0);
-    s.winSum.assign(n_, 0.0);
-    s.winN.assign(n_, 0.0);
+    s.window.assign(n_, {});
     s.callsBy.assign(n_, 0);
     s.measuredN.assign(n_, 0);
     s.measuredAt.assign(n_, 0);
@@ -65,8 +64,17 @@ std::vector<double> Chooser::windowWords(const ClassKey& key) const {
   if (it == classes_.end()) return w;
   const ClassState& s = it->second;
   for (size_t c = 0; c < n_; ++c) {
-    w[2 * c] = s.winN[c] > 0 ? -(s.winSum[c] / s.winN[c]) : -1.0;
-    w[2 * c + 1] = s.winN[c];
+    std::vector<double> v = s.window[c];
+    if (!v.empty()) {
+      // The median: one call preempted by the OS or another job does not
+      // move it (a mean of three would).
+      std::sort(v.begin(), v.end());
+      const size_t m = v.size() / 2;
+      w[2 * c] = -(v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2);
+    } else {
+      w[2 * c] = -1.0;
+    }
+    w[2 * c + 1] = double(v.size());
   }
   return w;
 }
@@ -82,8 +90,7 @@ void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
       s.measuredAt[c] = s.agreements;
     }
   }
-  std::fill(s.winSum.begin(), s.winSum.end(), 0.0);
-  std::fill(s.winN.begin(), s.winN.end(), 0.0);
+  for (auto& v : s.window) v.clear();
   s.sinceAgree = 0;
   s.retrial = -1;
   const int pick = best(s, base);
@@ -165,8 +172,7 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
 void Chooser::record(const ClassKey& key, int candidate, double seconds, double baseS) {
   if (candidate < 0 || size_t(candidate) >= n_ || !(baseS > 0) || !std::isfinite(seconds)) return;
   ClassState& s = state(key);
-  s.winSum[size_t(candidate)] += seconds / baseS;
-  s.winN[size_t(candidate)] += 1;
+  s.window[size_t(candidate)].push_back(seconds / baseS);
   s.measuredSum[size_t(candidate)] += seconds;
   s.measuredN[size_t(candidate)]++;
 }

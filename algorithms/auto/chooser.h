@@ -12,7 +12,7 @@
 //  2. Trials: each trial candidate runs `trialCalls` calls; all but the
 //     first are measured (it pays one-time costs: buffers, thresholds).
 //  3. The first call after the trials starts with an agreement (absorb):
-//     factor_c = agreed mean of measured / predicted; the choice is the
+//     factor_c = agreed median of measured / predicted; the choice is the
 //     least predicted * factor.
 //  4. Steady: the chosen candidate runs; every `refineCalls` calls another
 //     agreement refreshes the factors of what ran, and the choice moves only
@@ -44,7 +44,7 @@ struct ChooserOptions {
   int baseline = -1;
   double explore = 3;
   double hysteresis = 0.1;
-  int trialCalls = 3;
+  int trialCalls = 4;
   int refineCalls = 16;
 };
 
@@ -88,9 +88,8 @@ class Chooser {
   // then exchanges windowWords(key) and calls absorb with the slot-wise max).
   bool agreementDue(const ClassKey& key) const;
   // This rank's measurements since the last agreement, per candidate:
-  // [-mean ratio, count] (negated: the max over ranks then yields the
-  // smallest mean, the rank that arrived last and so waited least; see
-  // tuner.h).
+  // [-median ratio, count] (negated: the max over ranks then yields the
+  // smallest, the rank that arrived last and so waited least; see tuner.h).
   std::vector<double> windowWords(const ClassKey& key) const;
   // `agreed`: slot-wise max of every rank's windowWords; `base`: the model's
   // predictions for this call's size per candidate.
@@ -113,7 +112,8 @@ class Chooser {
     bool started = false, steady = false, measurable = false;
     std::vector<int> trial;
     int current = -1, lastRun = -1;
-    std::vector<double> factor, winSum, winN;
+    std::vector<double> factor;
+    std::vector<std::vector<double>> window;  // measured / predicted since the last agreement
     std::vector<uint64_t> callsBy, measuredN;
     std::vector<double> predictedSum, modelSum, measuredSum;
   };

@@ -7,7 +7,7 @@
 // Every decision is a function of data all ranks share: the call's arguments,
 // per-class call counts, and the model and measurements agreed across ranks.
 // Measured call times enter only through agreements at fixed call counts
-// (chooser.h), as the minimum over ranks of each rank's mean ratio measured /
+// (chooser.h), as the minimum over ranks of each rank's median ratio measured /
 // predicted: the rank that arrived last waited least for the others, so its
 // time is the collective's own.
 //
