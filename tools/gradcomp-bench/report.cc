@@ -37,11 +37,13 @@ std::string jsonNumber(double v) {
 // Wider for auto, whose rows name candidates such as "qsgd:BITS=4".
 int algoWidth(const Options& o) { return o.algo == "auto" ? 16 : 8; }
 
-std::string choicesJson(const Row& r) {
-  std::string out = "{";
+// "oktopk*9,dense*1" (labels hold '=' and ':'): flat, so every row stays one
+// level of JSON.
+std::string choicesText(const Row& r) {
+  std::string out;
   for (const auto& [label, n] : r.choices)
-    out += (out.size() > 1 ? ", \"" : "\"") + label + "\": " + std::to_string(n);
-  return out + "}";
+    out += (out.empty() ? "" : ",") + label + "*" + std::to_string(n);
+  return out;
 }
 
 }  // namespace
@@ -135,7 +137,7 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             "\"algo\": \"%s\", \"ranks\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
             "\"busbw_gbps\": %s, \"wire_bytes_max\": %s, \"wire_bytes_mean\": %s, \"ratio\": %s, "
             "\"rel_err\": %s, \"wrong\": %s, \"backend\": \"%s\", \"d2h_bytes\": %s, "
-            "\"h2d_bytes\": %s, \"host_syncs\": %s, \"choice\": \"%s\", \"choices\": %s}%s\n",
+            "\"h2d_bytes\": %s, \"host_syncs\": %s, \"choice\": \"%s\", \"choices\": \"%s\"}%s\n",
             static_cast<unsigned long long>(r.sizeBytes), static_cast<unsigned long long>(r.count),
             dtypeName(o.dtype), redOpName(o.op), o.algo.c_str(), r.ranks,
             jsonNumber(r.timeUs).c_str(), jsonNumber(r.algbwGBps()).c_str(),
@@ -144,7 +146,7 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             r.checked ? jsonNumber(r.relErr).c_str() : "null",
             r.haveWrong ? std::to_string(r.wrong).c_str() : "null", backend.c_str(),
             jsonNumber(r.d2hMax).c_str(), jsonNumber(r.h2dMax).c_str(),
-            jsonNumber(r.syncsMax).c_str(), r.algoText(o.algo).c_str(), choicesJson(r).c_str(),
+            jsonNumber(r.syncsMax).c_str(), r.algoText(o.algo).c_str(), choicesText(r).c_str(),
             i + 1 < rows.size() ? "," : "");
   }
   fprintf(f, "]\n");

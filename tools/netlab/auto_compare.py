@@ -59,7 +59,7 @@ def loopback(args):
                    "ranks": args.ranks, "rate": "loopback", "size_bytes": size,
                    "time_s": r["time_us"] * 1e-6, "wire_bytes": r["wire_bytes_max"]}
             if algo == "auto":
-                row.update(choice=r["choice"], choices=r.get("choices", {}))
+                row.update(choice=r["choice"], choices=r.get("choices", ""))
             rows.append(row)
             print(f"{label:<14} {size:>10} B {row['time_s'] * 1e3:10.1f} ms {row.get('choice', '')}",
                   file=sys.stderr, flush=True)
