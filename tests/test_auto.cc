@@ -121,7 +121,7 @@ TEST_CASE("auto: ranks with different local timings hold one model and choose al
   CHECK(seen.size() == 4);
 }
 
-TEST_CASE("auto: switching to dense sends and clears the residual; back, it starts at zero",
+TEST_CASE("auto: switching to dense sends and clears the residual, and back to a compressor",
           "[auto]") {
   // Two candidates, topka at density 0.05 (its error feedback is exact: what
   // a rank does not send stays in its residual) and dense. The hook makes

@@ -74,7 +74,7 @@ TEST_CASE("auto model: noise never makes a prediction negative or a fit unusable
   CHECK(std::isinf(predictSeconds(m, 7, 1000, DataType::Float32)));
 }
 
-TEST_CASE("auto model: words round-trip bit for bit; bad words are rejected", "[auto]") {
+TEST_CASE("auto model: words round-trip bit for bit, bad words are rejected", "[auto]") {
   Model m;
   m.nranks = 8;
   m.link = {12.5e-6, 0.8e-9};
