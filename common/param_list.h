@@ -88,7 +88,7 @@
   X(AUTO_HYSTERESIS, Double, "0.1", "0..1",                                                \
     "auto: a size class moves to another candidate only when that one is predicted this fraction faster than the current one.") \
   X(AUTO_EXPLORE, Double, "3", "1..100",                                                   \
-    "auto: a size class first tries every candidate predicted within this factor of the best prediction, four calls each (the last three measured, then agreed across ranks); 1 trusts the model alone.") \
+    "auto: a size class first tries every candidate predicted within this factor of the best prediction, three rounds of two calls each (the second measured; the median agreed across ranks); 1 trusts the model alone.") \
   X(ALGO, String, "off", "",                                                                \
     "NCCL interposer: algorithm for eligible ncclAllReduce calls (a registry name such as dense, or auto: per call the candidate of GRADCOMP_AUTO_CANDIDATES a model calibrated on this job predicts fastest), or off for pure pass-through.") \
   X(COMMS, String, "all", "",                                                               \

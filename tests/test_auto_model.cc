@@ -148,22 +148,24 @@ TEST_CASE("auto chooser: size classes are (dtype, floor(log2 bytes))", "[auto]")
 TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate", "[auto]") {
   ChooserOptions o;
   o.explore = 3;
-  o.trialCalls = 4;
+  o.trialRounds = 3;
+  o.trialBlock = 2;
   o.refineCalls = 4;
   Chooser ch(o, 4);
   const ClassKey k = classOf(16 << 20, DataType::Float32);
   // Model: c0 10 ms, c1 12 ms, c2 40 ms (beyond 3x), c3 unusable.
   const std::vector<double> base{0.010, 0.012, 0.040, std::numeric_limits<double>::infinity()};
-  // Trials: c0 then c1, four calls each, the first of each not measured.
-  const std::vector<int> order{0, 0, 0, 0, 1, 1, 1, 1};
+  // Trials: three rounds of a block of two calls each for c0 then c1; a
+  // block's first call is not measured.
+  const std::vector<int> order{0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1};
   for (size_t i = 0; i < order.size(); ++i) {
     CHECK_FALSE(ch.agreementDue(k));
     const Choice c = ch.choose(k, base, true);
     CHECK(c.candidate == order[i]);
-    CHECK(c.record == (i % 4 != 0));
+    CHECK(c.record == (i % 2 == 1));
     // Measured: c0 is 3x slower than modelled, c1 as modelled (one outlier
     // of c1, a preempted call, that the median ignores).
-    if (c.record) ch.record(k, c.candidate, c.candidate == 0 ? 0.030 : i == 6 ? 0.5 : 0.012,
+    if (c.record) ch.record(k, c.candidate, c.candidate == 0 ? 0.030 : i == 7 ? 0.5 : 0.012,
                             base[size_t(c.candidate)]);
   }
   REQUIRE(ch.agreementDue(k));
@@ -181,7 +183,7 @@ TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate"
   const std::vector<ClassReport> rep = ch.report();
   REQUIRE(rep.size() == 1);
   CHECK(rep[0].current == 1);
-  CHECK(rep[0].callsBy == std::vector<uint64_t>{4, 5, 0, 0});
+  CHECK(rep[0].callsBy == std::vector<uint64_t>{6, 7, 0, 0});
   CHECK(rep[0].measuredS[0] == Approx(0.030));
   CHECK(rep[0].factor[0] == Approx(3.0));
   CHECK(rep[0].factor[1] == Approx(1.0));
@@ -190,7 +192,8 @@ TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate"
 TEST_CASE("auto chooser: the baseline (dense) is tried within explore^2 of the best", "[auto]") {
   ChooserOptions o;
   o.explore = 3;
-  o.trialCalls = 3;
+  o.trialRounds = 1;
+  o.trialBlock = 3;
   o.baseline = 0;
   const ClassKey k = classOf(100 << 20, DataType::Float32);
   {

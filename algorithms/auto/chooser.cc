@@ -16,7 +16,9 @@ ClassKey classOf(size_t bytes, DataType dtype) {
 }
 
 Chooser::Chooser(ChooserOptions options, size_t candidates) : o_(options), n_(candidates) {
-  o_.trialCalls = std::max(1, o_.trialCalls);
+  o_.trialRounds = std::max(1, o_.trialRounds);
+  o_.trialBlock = std::max(1, o_.trialBlock);
+  o_.retrialCalls = std::max(1, o_.retrialCalls);
   o_.refineCalls = std::max(1, o_.refineCalls);
 }
 
@@ -48,12 +50,16 @@ int Chooser::best(const ClassState& s, const std::vector<double>& base) const {
   return pick;
 }
 
+uint64_t Chooser::trialLength(const ClassState& s) const {
+  return uint64_t(o_.trialRounds) * uint64_t(o_.trialBlock) * s.trial.size();
+}
+
 bool Chooser::agreementDue(const ClassKey& key) const {
   auto it = classes_.find(key);
   if (it == classes_.end()) return false;
   const ClassState& s = it->second;
   if (!s.started || !s.measurable) return false;
-  if (!s.steady) return s.calls == uint64_t(o_.trialCalls) * s.trial.size();
+  if (!s.steady) return s.calls == trialLength(s);
   if (s.retrial >= 0) return s.retrialLeft == 0;
   return s.sinceAgree >= uint64_t(o_.refineCalls);
 }
@@ -107,9 +113,9 @@ void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
   }
   // Retrial: a candidate whose factor is stale (measured kRetrialAgreements
   // or more agreements ago, or never) and that the model alone predicts
-  // faster than what the current one measures gets trialCalls calls, then
+  // faster than what the current one measures gets retrialCalls calls, then
   // an agreement: conditions change (a transient slowed it), and a factor is
-  // only refreshed by running. At most trialCalls calls per that many windows.
+  // only refreshed by running. At most retrialCalls calls per that many windows.
   if (s.current < 0) return;
   const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
   for (size_t c = 0; c < n_ && c < base.size(); ++c) {
@@ -117,7 +123,7 @@ void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
     if (s.agreements - s.measuredAt[c] < kRetrialAgreements) continue;
     if (s.retrial < 0 || base[c] < base[size_t(s.retrial)]) s.retrial = int(c);
   }
-  s.retrialLeft = s.retrial >= 0 ? uint64_t(o_.trialCalls) : 0;
+  s.retrialLeft = s.retrial >= 0 ? uint64_t(o_.retrialCalls) : 0;
 }
 
 Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, bool measurable) {
@@ -143,13 +149,18 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
   }
   Choice ch;
   if (!s.steady) {
-    const uint64_t slot = s.calls / uint64_t(o_.trialCalls);
-    ch.candidate = s.trial[size_t(std::min<uint64_t>(slot, s.trial.size() - 1))];
-    // Every trial call but a candidate's first (one-time costs) is measured.
-    ch.record = s.measurable && (o_.trialCalls == 1 || s.calls % uint64_t(o_.trialCalls) != 0);
+    // Rounds of blocks: a block of trialBlock calls per candidate, every
+    // candidate once per round, so a burst of load elsewhere on the machine
+    // lands on some of each candidate's calls rather than on all of one's.
+    // A block's first call is not measured (a switch, a first use, or
+    // FlushDense pays there).
+    const uint64_t block = uint64_t(o_.trialBlock);
+    const uint64_t slot = (s.calls / block) % s.trial.size();
+    ch.candidate = s.trial[size_t(slot)];
+    ch.record = s.measurable && (block == 1 || s.calls % block != 0);
   } else if (s.retrial >= 0 && s.retrialLeft > 0) {
     ch.candidate = s.retrial;
-    ch.record = s.measurable && s.retrialLeft < uint64_t(o_.trialCalls);
+    ch.record = s.measurable && s.retrialLeft < uint64_t(o_.retrialCalls);
     --s.retrialLeft;
   } else {
     ch.candidate = s.current;

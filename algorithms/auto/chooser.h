@@ -9,8 +9,9 @@
 //     `explore` times the best prediction (the baseline within explore^2),
 //     best first (one candidate: no trials). Without measurements (an asynchronous executor) the best
 //     prediction is final.
-//  2. Trials: each trial candidate runs `trialCalls` calls; all but the
-//     first are measured (it pays one-time costs: buffers, thresholds).
+//  2. Trials: `trialRounds` rounds, in each a block of `trialBlock` calls per
+//     trial candidate; all but a block's first call are measured (it pays
+//     one-time costs: buffers, thresholds, a switch).
 //  3. The first call after the trials starts with an agreement (absorb):
 //     factor_c = agreed median of measured / predicted; the choice is the
 //     least predicted * factor.
@@ -20,7 +21,7 @@
 //     so a size does not flip between algorithms on noise.
 //  5. Retrial: when a candidate's factor is stale (kRetrialAgreements
 //     agreements old, or never measured) and the model alone predicts it
-//     faster than the current one measures, it runs `trialCalls` calls and
+//     faster than the current one measures, it runs `retrialCalls` calls and
 //     an agreement follows, so a candidate once measured slow (a transient)
 //     is not written off for good.
 #pragma once
@@ -44,7 +45,8 @@ struct ChooserOptions {
   int baseline = -1;
   double explore = 3;
   double hysteresis = 0.1;
-  int trialCalls = 4;
+  int trialRounds = 3, trialBlock = 2;
+  int retrialCalls = 4;
   int refineCalls = 16;
 };
 
@@ -119,6 +121,7 @@ class Chooser {
   };
   ClassState& state(const ClassKey& key);
   int best(const ClassState& s, const std::vector<double>& base) const;
+  uint64_t trialLength(const ClassState& s) const;
 
   ChooserOptions o_;
   size_t n_;

@@ -2,7 +2,7 @@
 """auto_compare.py: GRADCOMP_ALGO=auto against every fixed candidate.
 
   auto_compare.py loopback --build BUILD --out FILE [--sizes 1M,16M,100M] [--ranks 4]
-        [--iters 3] [--warmup 2] [--auto-warmup 18]
+        [--iters 3] [--warmup 2] [--auto-warmup 26]
       runs gradcomp-bench --ranks P (UCX shared memory on this machine) for
       dense, qsgd 8 bit, qsgd 4 bit, oktopk d=0.01 and auto, one invocation per
       configuration and size (auto calibrates in each), and writes the rows
@@ -122,7 +122,7 @@ def main():
     lp.add_argument("--ranks", type=int, default=4)
     lp.add_argument("--iters", type=int, default=3)
     lp.add_argument("--warmup", type=int, default=2)
-    lp.add_argument("--auto-warmup", type=int, default=18)
+    lp.add_argument("--auto-warmup", type=int, default=26)
     tp = sub.add_parser("table")
     tp.add_argument("files", nargs="+")
     args = ap.parse_args()
