@@ -9,7 +9,9 @@
       in gradcomp-lab's format (rate "loopback").
   auto_compare.py table LAB.json [LAB.json ...]
       prints one markdown table per rate: ms per allreduce of each
-      configuration, what auto chose, auto / best fixed and auto / dense, and
+      configuration (the mean over the files that measured it, e.g. two lab
+      runs in opposite orders; the spread in parentheses when they differ by
+      more than 10%), what auto chose, auto / best fixed and auto / dense, and
       whether the goals hold (auto within 10% of the best fixed candidate,
       never more than 5% slower than dense; on loopback: dense chosen or
       within 10% of dense).
@@ -74,9 +76,25 @@ def size_text(b):
 
 
 def table(args):
-    rows = []
+    # Repeated (rate, size, label) rows: the mean time, and every choice.
+    merged = {}
     for path in args.files:
-        rows += json.load(open(path))["rows"]
+        for r in json.load(open(path))["rows"]:
+            key = (r["rate"], r["size_bytes"], r.get("label"))
+            m = merged.setdefault(key, dict(r, times=[], choice_list=[]))
+            if "time_s" in r:
+                m["times"].append(r["time_s"])
+            if r.get("choice"):
+                m["choice_list"].append(r["choice"])
+    rows = []
+    for m in merged.values():
+        if m["times"]:
+            m["time_s"] = sum(m["times"]) / len(m["times"])
+        else:
+            m.pop("time_s", None)
+        if m["choice_list"]:
+            m["choice"] = "/".join(dict.fromkeys(m["choice_list"]))
+        rows.append(m)
     rates = []
     for r in rows:
         if r.get("label") in FIXED + ["auto"] and r["rate"] not in rates:
@@ -90,7 +108,12 @@ def table(args):
         for size in sizes:
             cell = {r["label"]: r for r in rows if r["rate"] == rate and r["size_bytes"] == size}
             t = {k: v["time_s"] for k, v in cell.items() if "time_s" in v}
-            fmt = lambda k: f"{t[k] * 1e3:.1f}" if k in t else "failed"
+            def fmt(k):
+                if k not in t:
+                    return "failed"
+                ts = cell[k]["times"]
+                spread = f" ({min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f})" if max(ts) > 1.1 * min(ts) else ""
+                return f"{t[k] * 1e3:.1f}{spread}"
             fixed = [t[k] for k in FIXED if k in t]
             if "auto" not in t or not fixed or "dense" not in t:
                 print(f"| {size_text(size)} | " + " | ".join(fmt(k) for k in FIXED) + " | failed | | | | not measured |")
@@ -99,7 +122,7 @@ def table(args):
             best, dense, a = min(fixed), t["dense"], t["auto"]
             choice = cell["auto"].get("choice", "")
             if rate == "loopback":
-                met = choice == "dense" or a <= 1.10 * dense
+                met = set(choice.split("/")) == {"dense"} or a <= 1.10 * dense
                 goal = "met" if met else "NOT met"
                 goal += " (dense chosen)" if choice == "dense" else f" ({a / dense:.2f}x dense)"
             else:
@@ -107,7 +130,7 @@ def table(args):
                 goal = "met" if met else "NOT met"
             met_all = met_all and met
             print(f"| {size_text(size)} | " + " | ".join(fmt(k) for k in FIXED) +
-                  f" | {a * 1e3:.1f} | {choice} | {a / best:.2f} | {a / dense:.2f} | {goal} |")
+                  f" | {fmt('auto')} | {choice} | {a / best:.2f} | {a / dense:.2f} | {goal} |")
     print(f"\nAll goals {'met' if met_all else 'NOT met'} in these tables.")
     return 0
 
