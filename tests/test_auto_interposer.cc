@@ -2,8 +2,8 @@
 // test-double libnccl.so.2, real rank processes): dense is NCCL's own
 // allreduce, compressing candidates run on the host executor, every rank
 // decides alike, the stats JSON and the destroy INFO line report per size
-// class, and a bad candidate list passes everything to NCCL with a message
-// naming the variable.
+// class, and a bad candidate list or a probe past its limit passes
+// everything to NCCL with a message naming the variable.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -78,8 +78,9 @@ struct Job {
     extra["GRADCOMP_TIMEOUT_S"] = "30";
     extra["GRADCOMP_CONFIG"] = "";
     extra["GRADCOMP_ALGO"] = "auto";
-    extra["GRADCOMP_AUTO_PROBE_MS"] = "100";
-    extra["GRADCOMP_AUTO_PROBE_LIMIT_MS"] = "60000";  // calibrated whatever the load
+    if (!extra.count("GRADCOMP_AUTO_PROBE_MS")) extra["GRADCOMP_AUTO_PROBE_MS"] = "100";
+    // Calibrated whatever the load, unless a test says otherwise.
+    if (!extra.count("GRADCOMP_AUTO_PROBE_LIMIT_MS")) extra["GRADCOMP_AUTO_PROBE_LIMIT_MS"] = "60000";
     extra["GRADCOMP_STATS"] = dir + "/stats";
     extra["GRADCOMP_DEBUG"] = "INFO";
     extra["GRADCOMP_DEBUG_SUBSYS"] = "PLUGIN,ALGO";
@@ -220,5 +221,28 @@ TEST_CASE("auto in the interposer: a bad GRADCOMP_AUTO_CANDIDATES passes every c
     INFO(err);
     CHECK(err.find("GRADCOMP_AUTO_CANDIDATES: unknown candidate 'bogus'") != std::string::npos);
     CHECK(err.find("running uncompressed") != std::string::npos);
+  }
+}
+
+TEST_CASE("auto in the interposer: a probe past GRADCOMP_AUTO_PROBE_LIMIT_MS runs NCCL on every rank",
+          "[mp][nccl][auto]") {
+  Job job;
+  auto exits = gradcomp::test::runRanks(2, [&](int rank) {
+    captureStderr(job, rank);
+    Api a = loadApi();
+    int viaNccl = 0;
+    if (runCalls(a, job, rank, 2, true, &viaNccl)) return 1;
+    CHILD_CHECK(viaNccl == 12);
+    return 0;
+  }, job.env({{"GRADCOMP_AUTO_PROBE_MS", "10"}, {"GRADCOMP_AUTO_PROBE_LIMIT_MS", "10"}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+  for (int r = 0; r < 2; ++r) {
+    const std::string stats = readFile(job.dir + "/stats.rank" + std::to_string(r) + ".json");
+    const std::string err = readFile(job.dir + "/err.rank" + std::to_string(r));
+    INFO(stats << "\n" << err);
+    CHECK(stats.find("\"state\": \"dense: the calibration probe took ") != std::string::npos);
+    CHECK(stats.find("over GRADCOMP_AUTO_PROBE_LIMIT_MS=10") != std::string::npos);
+    CHECK(stats.find("\"auto chose NCCL's allreduce\": 12") != std::string::npos);
+    CHECK(err.find("auto comm #0: dense: the calibration probe took ") != std::string::npos);
   }
 }
