@@ -101,13 +101,19 @@ struct AlgorithmInfo {
   std::vector<param::Id> params;  // registry parameters it reads (tools expose them as flags)
   std::function<std::unique_ptr<Algorithm>()> create;
   std::function<std::unique_ptr<Reference>(int nranks)> reference;
+  // A selector (auto) chooses one of the schedules per call: it has no
+  // schedule of its own, findAlgorithm finds it, listAlgorithms does not.
+  bool selector = false;
 };
 
 void registerAlgorithm(AlgorithmInfo info);
 const AlgorithmInfo* findAlgorithm(const std::string& name);
-std::vector<const AlgorithmInfo*> listAlgorithms();  // sorted by name
-// "dense, oktopk, ..." for error messages.
+// The schedules (selectors left out), sorted by name.
+std::vector<const AlgorithmInfo*> listAlgorithms();
+// "dense, oktopk, ..." (the schedules) for error messages.
 std::string algorithmNames();
+// "auto" (the selectors), for messages listing everything GRADCOMP_ALGO accepts.
+std::string selectorNames();
 
 struct Registrar {
   explicit Registrar(AlgorithmInfo info) { registerAlgorithm(std::move(info)); }

@@ -33,17 +33,26 @@ const AlgorithmInfo* findAlgorithm(const std::string& name) {
 
 std::vector<const AlgorithmInfo*> listAlgorithms() {
   std::vector<const AlgorithmInfo*> out;
-  for (const auto& entry : registry()) out.push_back(&entry.second);  // std::map: sorted
+  for (const auto& entry : registry())  // std::map: sorted
+    if (!entry.second.selector) out.push_back(&entry.second);
   return out;
 }
 
-std::string algorithmNames() {
+namespace {
+
+std::string namesWhere(bool selector) {
   std::string names;
   for (const auto& entry : registry()) {
+    if (entry.second.selector != selector) continue;
     if (!names.empty()) names += ", ";
     names += entry.first;
   }
   return names;
 }
+
+}  // namespace
+
+std::string algorithmNames() { return namesWhere(false); }
+std::string selectorNames() { return namesWhere(true); }
 
 }  // namespace gradcomp::algo

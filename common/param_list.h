@@ -79,8 +79,20 @@
     "fft: theta decays linearly from THETA to 0 over this many calls of the algorithm on a communicator (then stays 0); 0 keeps THETA constant.") \
   X(FFT_CHUNK, Int, "16384", "2..67108864",                                                \
     "fft: elements per real-to-complex transform; a buffer is transformed in chunks of this length (the last one shorter).") \
+  X(AUTO_CANDIDATES, String, "dense,qsgd:BITS=8,qsgd:BITS=4,oktopk", "",                  \
+    "auto: the algorithms it chooses among per call, a comma list of NAME[:PARAM=VALUE...] (a registry algorithm, optionally with its own parameters; the rest come from the configuration, e.g. oktopk at GRADCOMP_DENSITY). Under the NCCL interposer dense is NCCL's own allreduce. A bad list runs dense, with a message naming this variable.") \
+  X(AUTO_PROBE_MS, Int, "250", "10..600000",                                                \
+    "auto: planned time of the calibration probe at wiring (link latency and bandwidth, each candidate's time and bytes at growing sizes, agreed across ranks): its sizes are chosen to fit it.") \
+  X(AUTO_PROBE_LIMIT_MS, Int, "1000", "10..3600000",                                       \
+    "auto: time limit of the calibration probe (at least GRADCOMP_AUTO_PROBE_MS is used). Past it, at a phase boundary, the probe gives up on every rank and the communicator runs dense, with a message naming this variable.") \
+  X(AUTO_REFINE_CALLS, Int, "16", "1..1000000",                                            \
+    "auto: calls of a size class between agreements of measured call times (a small exchange across ranks) that refine the model.") \
+  X(AUTO_HYSTERESIS, Double, "0.1", "0..1",                                                \
+    "auto: a size class moves to another candidate only when that one is predicted this fraction faster than the current one.") \
+  X(AUTO_EXPLORE, Double, "3", "1..100",                                                   \
+    "auto: a size class first tries every candidate predicted within this factor of the best prediction, three rounds of two calls each (the second measured; the median agreed across ranks); 1 trusts the model alone.") \
   X(ALGO, String, "off", "",                                                                \
-    "NCCL interposer and CollNet plugin: algorithm for eligible ncclAllReduce calls and CollNet chunks (a registry name such as qsgd), or off for pure pass-through (the CollNet plugin then offers no device).") \
+    "NCCL interposer and CollNet plugin: algorithm for eligible ncclAllReduce calls and CollNet chunks (a registry name such as qsgd, or auto: per call the candidate of GRADCOMP_AUTO_CANDIDATES a model calibrated on this job predicts fastest), or off for pure pass-through (the CollNet plugin then offers no device).") \
   X(COMMS, String, "all", "",                                                               \
     "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
   X(MIN_BYTES, Size, "1M", "0..1T",                                                         \

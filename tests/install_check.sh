@@ -81,5 +81,5 @@ grep -q "algorithm off" <<<"$out" || fail "the shipped example changes settings:
 sed -E 's/^# ((algo|comms|min_bytes|params|DENSITY) =|\[)/\1/' "$example" >"$work/uncommented.conf"
 out=$(GRADCOMP_CONFIG=$work/uncommented.conf "$bin/gradcomp-params" --check 2>&1) ||
   fail "uncommented example: $out"
-grep -q "algorithm oktopk.*2 rule(s)" <<<"$out" || fail "uncommented example: $out"
+grep -q "algorithm oktopk.*3 rule(s)" <<<"$out" || fail "uncommented example: $out"
 echo "install check: all passed ($stage)"

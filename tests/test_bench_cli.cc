@@ -148,7 +148,7 @@ const char* kFields[] = {"size_bytes", "count",      "dtype",          "op",
                          "algo",       "ranks",      "time_us",        "algbw_gbps",
                          "busbw_gbps", "wire_bytes_max", "wire_bytes_mean", "ratio",
                          "rel_err",    "wrong",      "backend",        "d2h_bytes",
-                         "h2d_bytes",  "host_syncs"};
+                         "h2d_bytes",  "host_syncs", "choice",         "choices"};
 
 double num(const JsonRow& row, const char* key) {
   auto it = row.find(key);
@@ -206,6 +206,30 @@ TEST_CASE("gradcomp-bench --help lists the flags and exits 0", "[bench]") {
   CHECK(r.exitCode == 0);
   for (const char* flag : {"--minbytes", "--stepfactor", "--algo", "--ranks", "--input", "dense"})
     CHECK(contains(r.out, flag));
+}
+
+TEST_CASE("gradcomp-bench --algo auto names the candidates the timed calls ran", "[bench][mp]") {
+  const Result r = runBench({"--ranks", "3", "--algo", "auto", "--auto-probe-limit-ms", "60000",
+                             "-b", "256K", "-e", "1M", "-f", "4", "-w", "26", "-n", "4", "-c", "0",
+                             "-J", "auto.json"},
+                            {}, 240);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/auto.json"));
+  REQUIRE(rows.size() == 2);
+  for (const JsonRow& row : rows) {
+    CHECK(row.at("algo") == "auto");
+    const std::string choice = row.at("choice");
+    CHECK((choice == "dense" || choice == "qsgd:BITS=8" || choice == "qsgd:BITS=4" ||
+           choice == "oktopk" || choice.find('+') != std::string::npos));
+    // "label*n,...": the timed calls, all accounted for
+    int calls = 0;
+    const std::string& all = row.at("choices");
+    for (size_t at = all.find('*'); at != std::string::npos; at = all.find('*', at + 1))
+      calls += std::atoi(all.c_str() + at + 1);
+    CHECK(calls == 4);
+    CHECK(contains(r.out, " " + choice + " "));  // the table's algo column
+  }
 }
 
 TEST_CASE("gradcomp-bench dense on 3 ranks in bfloat16 writes complete JSON rows",

@@ -204,7 +204,7 @@ TEST_CASE("each output buffer is its own tensor for state kept per key", "[mp][n
 // schedule (warm-up and leader call counts) must not follow addresses, or the
 // ranks take different paths in the same call (it once timed out like that).
 TEST_CASE("ranks whose buffers differ still take the same schedule", "[mp][nccl]") {
-  for (const char* algo : {"oktopk", "cltk", "qsgd"}) {
+  for (const char* algo : {"oktopk", "cltk", "qsgd", "auto"}) {
     INFO(algo);
     Job job;
     auto exits = gradcomp::test::runRanks(2, [&](int rank) {

@@ -99,6 +99,11 @@ GC_API gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, 
                               gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey,
                               gcComm_t comm);
 
+/* The algorithm comm's last successful gcAllreduce ran: the configured one,
+ * or for "auto" the candidate it chose (e.g. "qsgd:BITS=4"); "" before the
+ * first call. The string stays valid until the next gcAllreduce on comm. */
+GC_API const char* gcCommLastAlgorithm(gcComm_t comm);
+
 /* Bytes and messages this rank sent/received on comm since the last reset. */
 GC_API gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic);
 /* Host <-> device traffic of comm's backend since the last reset. */

@@ -6,6 +6,7 @@
 #include <limits>
 #include <new>
 
+#include "algorithms/auto/auto_algorithm.h"
 #include "common/log.h"
 #include "device/arrays.h"
 #include "device/backend.h"
@@ -168,7 +169,10 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
                                              &ctx.errorFeedback));
   GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
-  return instance->allreduce(ctx, args);
+  GC_CHECK(instance->allreduce(ctx, args));
+  const auto* selector = dynamic_cast<const algo::autosel::AutoAlgorithm*>(instance.get());
+  comm->lastAlgorithm = selector ? selector->lastChoice() : cfg.info->name;
+  return Status::Ok();
 }
 
 Status memCopy(gcComm_t comm, void* dst, const void* src, size_t bytes, bool toDevice,
@@ -237,6 +241,8 @@ gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataT
                                     bufferKey, comm);
   });
 }
+
+const char* gcCommLastAlgorithm(gcComm_t comm) { return comm ? comm->lastAlgorithm.c_str() : ""; }
 
 gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic) {
   return guard("gcCommGetTraffic", [&]() -> Status {

@@ -27,6 +27,7 @@ struct gcComm {
   // scratch buffers, thresholds keyed by bufferKey).
   std::map<std::string, std::unique_ptr<gradcomp::algo::Algorithm>> algorithms;
   uint64_t callSeq = 0;  // equal on all ranks: every rank makes the same calls
+  std::string lastAlgorithm;  // gcCommLastAlgorithm
 };
 
 struct gcAlgoConfig {

@@ -1,6 +1,16 @@
 #include "plugin/nccl/comm_state.h"
 
+#include "algorithms/auto/auto_algorithm.h"
+
 namespace gradcomp::nccl {
+
+std::vector<std::pair<int, algo::autosel::TunerReport>> autoReports(const CommState& state) {
+  std::vector<std::pair<int, algo::autosel::TunerReport>> out;
+  for (const auto& [rule, rt] : state.runtimes)
+    if (const auto* t = algo::autosel::tunerOf(static_cast<const algo::Algorithm*>(rt.algorithm.get())))
+      out.emplace_back(rule, t->report());
+  return out;
+}
 
 CommRegistry& CommRegistry::instance() {
   // Leaked on purpose: NCCL calls may arrive from atexit handlers and other

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/auto/tuner.h"
 #include "algorithms/error_feedback.h"
 #include "common/param.h"
 #include "plugin/nccl/nccl_abi.h"
@@ -80,8 +81,14 @@ struct CommState {
   std::string failedMessage;
   int failedRank = -1;  // the rank the failure monitor agreed on; -1: none named
   CommStats stats;
+  // GRADCOMP_ALGO=auto: each auto runtime's report (by rule), kept when the
+  // runtimes are released at destroy so stats can still show it.
+  std::vector<std::pair<int, algo::autosel::TunerReport>> autoFinal;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 };
+
+// The reports of state's live auto runtimes (rule -1 first); caller holds state.mu.
+std::vector<std::pair<int, algo::autosel::TunerReport>> autoReports(const CommState& state);
 
 class CommRegistry {
  public:

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <mutex>
 
+#include "algorithms/auto/auto_algorithm.h"
+#include "algorithms/error_feedback.h"
 #include "common/log.h"
+#include "device/backend.h"
 #include "plugin/nccl/comm_state.h"
 #include "plugin/nccl/cuda_probe.h"
 #include "plugin/nccl/executor.h"
@@ -94,22 +97,23 @@ void passThroughStats(CommState& st, Verdict v, size_t bytes) {
   st.stats.passReasons[verdictName(v)]++;
 }
 
-// The compressed path; caller holds st.mu. Returns the result for the app.
-ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::AllreduceArgs& args,
-                           size_t bytes, cudaStream_t stream) {
-  RuleRuntime* rt = nullptr;
-  Status s = runtimeFor(policy(), st, rule, &rt);
-  if (!s.ok()) {
-    markFailed(st, s);
-    return st.failedCode;
-  }
+// The compressed path; caller holds st.mu. Runs `algorithm` with `config`
+// as call number `callSeq`; *seconds (nullable) gets its time when the
+// executor is synchronous. `activity` names the call in failure messages and
+// must outlive it (the rule's name, owned by the communicator's state).
+// Returns the result for the app.
+ncclResult_t runCompressed(CommState& st, Executor& exec, algo::Algorithm& algorithm,
+                           const param::Overrides& config, const std::string& name,
+                           const char* activity,
+                           uint64_t callSeq, const algo::AllreduceArgs& args, size_t bytes,
+                           cudaStream_t stream, double* secondsOut = nullptr) {
   CompressedCall call;
   call.args = args;
-  call.algorithm = rt->algorithm.get();
-  call.algorithmName = rt->algoName.c_str();
+  call.algorithm = &algorithm;
+  call.algorithmName = activity;
   call.net = st.net.get();
-  call.config = &rt->config;
-  call.callSeq = st.callSeq++;
+  call.config = &config;
+  call.callSeq = callSeq;
   call.errorFeedback = st.errorFeedback.get();
   // An asynchronous executor's proxy thread owns the transport and the
   // residuals until the call finishes: read neither here.
@@ -117,12 +121,13 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
   uint64_t sentBefore = sync ? st.net->totalCounters().bytesSent : 0;
   double waitBefore = sync ? st.net->waitSeconds() : 0;
   auto start = std::chrono::steady_clock::now();
-  s = exec.submit(call, stream);
+  Status s = exec.submit(call, stream);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
     markFailed(st, s);
     return st.failedCode;
   }
+  if (secondsOut) *secondsOut = seconds;
   uint64_t sent = sync ? st.net->totalCounters().bytesSent - sentBefore : 0;
   // Clamped: the wait clock and ours are read at different instants.
   double waited = sync ? std::min(seconds, std::max(0.0, st.net->waitSeconds() - waitBefore)) : 0;
@@ -143,8 +148,46 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, int rule, const algo::
   if (sync && st.errorFeedback && st.errorFeedback->enabled()) b.residualNorm = st.errorFeedback->residualNorm(key);
   GC_TRACE(PLUGIN, "comm #%llu call %llu: %zu bytes compressed by %s to %llu wire bytes in %.6f s",
            (unsigned long long)st.id.index, (unsigned long long)call.callSeq, bytes,
-           rt->algoName.c_str(), (unsigned long long)sent, seconds);
+           name.c_str(), (unsigned long long)sent, seconds);
   return ncclSuccess;
+}
+
+// GRADCOMP_ALGO=auto; caller holds st.mu. The tuner decides (an agreement
+// with the peers over UCX when one is due, synchronous executors only); a
+// dense choice without a residual to carry goes to NCCL (`passThrough`),
+// everything else runs compressed. Synchronous calls are timed for the tuner.
+template <class PassThrough>
+ncclResult_t runAuto(CommState& st, Executor& exec, RuleRuntime& rt,
+                     algo::autosel::AutoTuner& tuner, const algo::AllreduceArgs& args,
+                     size_t bytes, cudaStream_t stream, PassThrough&& passThrough) {
+  const uint64_t callSeq = st.callSeq++;
+  const bool measurable = exec.synchronous();
+  algo::Context ctx{*st.net, device::cpuBackend(), rt.config, callSeq, st.errorFeedback.get()};
+  algo::autosel::AutoTuner::Decision d;
+  Status s = tuner.plan(ctx, args, measurable, &d);
+  if (!s.ok()) {
+    markFailed(st, s);
+    return st.failedCode;
+  }
+  const bool ef = st.errorFeedback && st.errorFeedback->enabled();
+  if (d.dense && !d.flush) {
+    const auto start = std::chrono::steady_clock::now();
+    ncclResult_t rc = passThrough();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rc == ncclSuccess) tuner.finish(d, seconds, ef);
+    st.stats.passedCalls++;
+    st.stats.passedBytes += bytes;
+    st.stats.passReasons[verdictName(Verdict::AutoDense)]++;
+    return rc;
+  }
+  double seconds = 0;
+  ncclResult_t rc =
+      runCompressed(st, exec, tuner.algorithmFor(d), tuner.configFor(d, rt.config),
+                    "auto: " + tuner.labelOf(d), rt.algoName.c_str(), callSeq, args, bytes,
+                    stream, &seconds);
+  if (rc == ncclSuccess) tuner.finish(d, seconds, ef);
+  return rc;
 }
 
 }  // namespace
@@ -205,7 +248,10 @@ void onCommGone(ncclComm_t comm, const char* how) {
         markFailed(*st, m->verdict());
     if (Executor* e = st->net ? cudaExecutor() : nullptr) e->release(st->net.get(), std::string(how) == "abort");
     unwireCommunicator(*st);
-    if (policy().enabled()) GC_INFO(PLUGIN, "%s", statsLine(*st, how).c_str());
+    if (policy().enabled()) {
+      GC_INFO(PLUGIN, "%s", statsLine(*st, how).c_str());
+      for (const std::string& line : autoStatsLines(*st)) GC_INFO(PLUGIN, "%s", line.c_str());
+    }
   }
   Status s = writeStatsFile();
   if (!s.ok()) GC_WARN("%s", s.toString().c_str());
@@ -260,7 +306,16 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       args.count = count;
       eligibleDtype(int(dtype), &args.dtype);
       eligibleOp(int(op), &args.op);
-      return runCompressed(*st, *exec, rule, args, bytes, stream);
+      RuleRuntime* rt = nullptr;
+      Status s = runtimeFor(policy(), *st, rule, &rt);
+      if (!s.ok()) {
+        markFailed(*st, s);
+        return st->failedCode;
+      }
+      if (algo::autosel::AutoTuner* tuner = algo::autosel::tunerOf(rt->algorithm.get()))
+        return runAuto(*st, *exec, *rt, *tuner, args, bytes, stream, passThrough);
+      return runCompressed(*st, *exec, *rt->algorithm, rt->config, rt->algoName,
+                           rt->algoName.c_str(), st->callSeq++, args, bytes, stream);
     }
     if (v == Verdict::NoExecutor && st->stats.passReasons.count(verdictName(v)) == 0)
       GC_INFO(PLUGIN, "communicator #%llu: eligible allreduce on device memory passes through to "

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/auto/candidates.h"
 #include "common/param.h"
 #include "plugin/nccl/config_file.h"
 
@@ -30,9 +31,11 @@ Status parseNumber(const std::string& text, const std::string& origin, uint64_t*
 
 Status checkAlgo(const std::string& name, const std::string& origin) {
   if (name == "off" || algo::findAlgorithm(name) != nullptr) return Status::Ok();
-  return makeStatus(Err::InvalidConfig, "%s='%s': unknown algorithm; accepted: off, %s",
-                    origin.c_str(), name.c_str(), algo::algorithmNames().c_str());
+  return makeStatus(Err::InvalidConfig, "%s='%s': unknown algorithm; accepted: off, %s, %s",
+                    origin.c_str(), name.c_str(), algo::selectorNames().c_str(),
+                    algo::algorithmNames().c_str());
 }
+
 
 Status checkParams(const std::map<std::string, std::string>& params, const std::string& origin) {
   for (const auto& [name, text] : params) {
@@ -50,6 +53,30 @@ Status checkParams(const std::map<std::string, std::string>& params, const std::
 bool fromEnv(param::Id id) {
   param::Value v;
   return param::get(id, &v).ok() && v.fromEnvironment;
+}
+
+// GRADCOMP_ALGO=auto (default or a rule): its candidate list as the runtime
+// resolves it (the environment, else the rule's params, else the file's
+// [params], else the default) must parse, so a bad list is reported at load
+// with the variable or file key, and the job runs uncompressed.
+Status checkAutoCandidates(const Policy& p, const Rule* rule) {
+  const char* key = param::spec(param::Id::AUTO_CANDIDATES).name;
+  std::string text, origin;
+  if (fromEnv(param::Id::AUTO_CANDIDATES)) {
+    GC_CHECK(param::getString(param::Id::AUTO_CANDIDATES, &text));
+    origin = "GRADCOMP_AUTO_CANDIDATES";
+  } else if (rule && rule->params.count(key)) {
+    text = rule->params.at(key);
+    origin = rule->origin + " params AUTO_CANDIDATES";
+  } else if (p.params.count(key)) {
+    text = p.params.at(key);
+    origin = p.configPath + " [params] AUTO_CANDIDATES";
+  } else {
+    GC_CHECK(param::getString(param::Id::AUTO_CANDIDATES, &text));
+    origin = "GRADCOMP_AUTO_CANDIDATES";
+  }
+  std::vector<algo::autosel::CandidateSpec> specs;
+  return algo::autosel::parseCandidates(text, origin, &specs);
 }
 
 Status parseBytes(const std::string& text, const std::string& origin, uint64_t* out) {
@@ -127,6 +154,9 @@ Status buildPolicy(const std::string& systemConfig, Policy* p) {
     r.params = fr.params;
     p->rules.push_back(std::move(r));
   }
+  if (p->algo == "auto") GC_CHECK(checkAutoCandidates(*p, nullptr));
+  for (const Rule& r : p->rules)
+    if (r.algo == "auto" || (r.algo.empty() && p->algo == "auto")) GC_CHECK(checkAutoCandidates(*p, &r));
   return Status::Ok();
 }
 
@@ -233,6 +263,7 @@ const char* verdictName(Verdict v) {
     case Verdict::Op: return "reduction not sum/avg";
     case Verdict::InPlaceMismatch: return "buffer layout";
     case Verdict::NoExecutor: return "device memory and no CUDA executor";
+    case Verdict::AutoDense: return "auto chose NCCL's allreduce";
   }
   return "?";
 }

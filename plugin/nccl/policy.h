@@ -85,6 +85,7 @@ enum class Verdict {
   Op,              // not sum/avg (PreMulSum and user ops included)
   InPlaceMismatch, // reserved
   NoExecutor,      // device memory and no CUDA executor yet
+  AutoDense,       // GRADCOMP_ALGO=auto chose dense: NCCL's own allreduce
 };
 const char* verdictName(Verdict v);
 

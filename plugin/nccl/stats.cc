@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
 
+#include "algorithms/auto/auto_algorithm.h"
 #include "common/param.h"
 
 namespace gradcomp::nccl {
@@ -25,7 +28,116 @@ std::string jsonString(const std::string& s) {
   return out + "\"";
 }
 
+// "16 MiB" style size for class bounds.
+std::string sizeText(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g %s", bytes, units[u]);
+  return buf;
+}
+
+std::string secondsJson(double s) {
+  std::ostringstream os;
+  os.precision(9);
+  if (s < 0 || !std::isfinite(s)) return "null";
+  os << s;
+  return os.str();
+}
+
+// The reports of a communicator's auto runtimes (rule -1 first): live, or
+// as they were when the communicator was unwired.
+std::vector<std::pair<int, algo::autosel::TunerReport>> autoTuners(const CommState& st) {
+  return st.runtimes.empty() ? st.autoFinal : autoReports(st);
+}
+
+std::string modelJson(const algo::autosel::TunerReport& r) {
+  std::ostringstream os;
+  os.precision(9);
+  const algo::autosel::Model& m = r.model;
+  os << "{\"nranks\": " << m.nranks << ", \"latency_s\": " << m.link.alphaS
+     << ", \"seconds_per_byte\": " << m.link.betaSPerByte << ", \"candidates\": [";
+  for (size_t c = 0; c < m.candidates.size(); ++c) {
+    const algo::autosel::CandidateFit& f = m.candidates[c];
+    os << (c ? ", " : "") << "{\"label\": " << jsonString(c < r.labels.size() ? r.labels[c] : "")
+       << ", \"usable\": " << (f.usable ? "true" : "false")
+       << ", \"latency_s\": " << f.latencyS << ", \"wire_bytes_fixed\": " << f.wire0
+       << ", \"wire_bytes_per_element\": " << f.wirePerElement
+       << ", \"compute_s_fixed\": " << f.compute0
+       << ", \"compute_s_per_element\": " << f.computePerElement
+       << ", \"element_size_scales\": " << (f.elementSizeScales ? "true" : "false") << "}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+std::string autoJson(int rule, const algo::autosel::TunerReport& r) {
+  std::ostringstream os;
+  os.precision(9);
+  os << "{\"rule\": " << rule << ", \"state\": " << jsonString(r.state)
+     << ", \"probe_seconds\": " << r.probeSeconds << ", \"candidates\": [";
+  for (size_t c = 0; c < r.labels.size(); ++c) os << (c ? ", " : "") << jsonString(r.labels[c]);
+  os << "], \"model\": " << (r.haveModel ? modelJson(r) : "null") << ", \"classes\": [";
+  for (size_t i = 0; i < r.classes.size(); ++i) {
+    const algo::autosel::ClassReport& k = r.classes[i];
+    const double lo = std::ldexp(1.0, k.key.log2Bytes);
+    const size_t cur = size_t(std::max(0, k.current));
+    os << (i ? ", " : "") << "{\"dtype\": " << jsonString(dtypeName(k.key.dtype))
+       << ", \"bytes_min\": " << std::fixed << std::setprecision(0) << lo
+       << ", \"bytes_max\": " << 2 * lo << std::defaultfloat << std::setprecision(9)
+       << ", \"algo\": " << jsonString(k.current >= 0 ? r.labels[cur] : "")
+       << ", \"calls\": " << k.calls
+       << ", \"predicted_s\": " << secondsJson(k.current >= 0 ? k.predictedS[cur] : -1)
+       << ", \"model_s\": " << secondsJson(k.current >= 0 ? k.modelS[cur] : -1)
+       << ", \"measured_s\": " << secondsJson(k.current >= 0 ? k.measuredS[cur] : -1)
+       << ", \"by_candidate\": {";
+    const char* sep = "";
+    for (size_t c = 0; c < r.labels.size(); ++c) {
+      if (k.callsBy[c] == 0) continue;
+      os << sep << jsonString(r.labels[c]) << ": {\"calls\": " << k.callsBy[c]
+         << ", \"predicted_s\": " << secondsJson(k.predictedS[c])
+         << ", \"measured_s\": " << secondsJson(k.measuredS[c])
+         << ", \"measured_calls\": " << k.measuredCalls[c] << ", \"factor\": " << k.factor[c]
+         << "}";
+      sep = ", ";
+    }
+    os << "}}";
+  }
+  os << "]}";
+  return os.str();
+}
+
 }  // namespace
+
+std::vector<std::string> autoStatsLines(const CommState& st) {
+  std::vector<std::string> lines;
+  for (const auto& [rule, r] : autoTuners(st)) {
+    const std::string where = rule < 0 ? "" : " (rule " + std::to_string(rule + 1) + ")";
+    if (r.state != "calibrated") {
+      lines.push_back("auto comm #" + std::to_string(st.id.index) + where + ": " + r.state);
+      continue;
+    }
+    for (const algo::autosel::ClassReport& k : r.classes) {
+      const double lo = std::ldexp(1.0, k.key.log2Bytes);
+      const size_t cur = size_t(std::max(0, k.current));
+      std::string by;
+      for (size_t c = 0; c < r.labels.size(); ++c)
+        if (k.callsBy[c]) by += (by.empty() ? "" : ", ") + r.labels[c] + " " + std::to_string(k.callsBy[c]);
+      char line[512];
+      const double measured = k.current >= 0 ? k.measuredS[cur] : -1;
+      snprintf(line, sizeof line,
+               "auto comm #%llu%s %s [%s, %s): %s, %llu calls (%s), predicted %.6f s, measured %s",
+               (unsigned long long)st.id.index, where.c_str(), dtypeName(k.key.dtype),
+               sizeText(lo).c_str(), sizeText(2 * lo).c_str(),
+               k.current >= 0 ? r.labels[cur].c_str() : "none", (unsigned long long)k.calls,
+               by.c_str(), k.current >= 0 ? k.predictedS[cur] : 0.0,
+               measured >= 0 ? (std::to_string(measured) + " s").c_str() : "n/a (asynchronous)");
+      lines.push_back(line);
+    }
+  }
+  return lines;
+}
 
 std::string statsLine(const CommState& st, const char* how) {
   const CommStats& s = st.stats;
@@ -87,6 +199,12 @@ std::string statsJson(const CommState& st) {
     os << ", \"residual_norm\": ";
     if (b.residualNorm < 0) os << "null"; else os << b.residualNorm;
     os << "}";
+    sep = ", ";
+  }
+  os << "], \"auto\": [";
+  sep = "";
+  for (const auto& [rule, report] : autoTuners(st)) {
+    os << sep << autoJson(rule, report);
     sep = ", ";
   }
   os << "]}";

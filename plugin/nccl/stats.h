@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "plugin/nccl/comm_state.h"
 
@@ -14,6 +15,10 @@ namespace gradcomp::nccl {
 
 // Caller holds state.mu.
 std::string statsLine(const CommState& state, const char* how);
+// GRADCOMP_ALGO=auto: one INFO line per size class of each auto runtime
+// (algorithm chosen, calls, predicted and measured time), or its state when
+// it runs dense; caller holds state.mu.
+std::vector<std::string> autoStatsLines(const CommState& state);
 // JSON of one communicator; caller holds state.mu.
 std::string statsJson(const CommState& state);
 // No-op when GRADCOMP_STATS is unset.

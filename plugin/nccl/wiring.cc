@@ -1,7 +1,9 @@
 #include "plugin/nccl/wiring.h"
 
+#include "algorithms/auto/auto_algorithm.h"
 #include "algorithms/error_feedback.h"
 #include "common/log.h"
+#include "device/backend.h"
 #include "plugin/nccl/executor.h"
 #include "plugin/nccl/nccl_exchange.h"
 #include "transport/ucx_transport.h"
@@ -36,6 +38,63 @@ Status compareConfigs(NcclExchange& exchange, const std::string& text, std::stri
   GC_CHECK(exchange.allgather(text, &texts));
   *diff = firstDifference(texts);
   if (diff->empty()) *diff = "configuration hashes differ across ranks";
+  return Status::Ok();
+}
+
+// The rules (-1: the defaults) whose algorithm is auto.
+std::vector<int> autoRules(const Policy& policy) {
+  std::vector<int> rules;
+  if (policy.algo == "auto") rules.push_back(-1);
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    const std::string& a = policy.rules[i].algo;
+    if (a == "auto" || (a.empty() && policy.algo == "auto")) rules.push_back(int(i));
+  }
+  return rules;
+}
+
+// GRADCOMP_ALGO=auto: each auto runtime's calibration probe over the fresh
+// transport, then every rank's verdict allgathered over the real
+// communicator, so that ranks never disagree: a probe that failed or ran out
+// of time anywhere makes that runtime run dense (NCCL) on every rank; a
+// transport failure anywhere disables compression on the communicator.
+Status calibrateAuto(const Policy& policy, NcclExchange& exchange, CommState& state) {
+  for (int rule : autoRules(policy)) {
+    RuleRuntime* rt = nullptr;
+    GC_CHECK(runtimeFor(policy, state, rule, &rt));
+    algo::autosel::AutoTuner* tuner = algo::autosel::tunerOf(rt->algorithm.get());
+    if (tuner == nullptr) continue;
+    algo::Context ctx{*state.net, device::cpuBackend(), rt->config, 0, nullptr};
+    Status s = tuner->calibrate(ctx);
+    const std::string verdict =
+        !s.ok() ? "error: " + s.toString() : tuner->disabled() ? "dense: " + tuner->why() : "ok";
+    std::vector<std::string> verdicts;
+    GC_CHECK(exchange.allgather(verdict, &verdicts));
+    for (size_t r = 0; r < verdicts.size(); ++r) {
+      if (verdicts[r] == verdict) continue;
+      const std::string why = "GRADCOMP_ALGO=auto calibration on rank " + std::to_string(r) +
+                              ": " + verdicts[r];
+      bool broken = false;
+      for (const std::string& v : verdicts) broken = broken || v.rfind("error: ", 0) == 0;
+      if (broken) {
+        state.net.reset();
+        state.disable("auto calibration failed", why);
+        GC_WARN("communicator #%llu: %s; compression disabled on this communicator on every rank",
+                (unsigned long long)state.id.index, why.c_str());
+        return Status::Ok();
+      }
+      tuner->disable(why);
+      GC_WARN("communicator #%llu: %s; auto runs dense (NCCL) on every rank",
+              (unsigned long long)state.id.index, why.c_str());
+      break;
+    }
+    if (!s.ok()) {  // every rank failed alike: the transport is unusable
+      state.net.reset();
+      state.disable("auto calibration failed", verdict);
+      GC_WARN("communicator #%llu: %s; compression disabled on this communicator",
+              (unsigned long long)state.id.index, verdict.c_str());
+      return Status::Ok();
+    }
+  }
   return Status::Ok();
 }
 
@@ -88,6 +147,8 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
             state.disabledWhy.c_str());
     return Status::Ok();
   }
+  GC_CHECK(calibrateAuto(policy, exchange, state));
+  if (state.disabledKind == "auto calibration failed") return Status::Ok();
   state.wiring = Wiring::Ready;
   state.stats.wiringSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -118,6 +179,7 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
 }
 
 void unwireCommunicator(CommState& state) {
+  if (!state.runtimes.empty()) state.autoFinal = autoReports(state);
   state.runtimes.clear();
   state.errorFeedback.reset();
   state.net.reset();

@@ -232,7 +232,9 @@ std::vector<uint64_t> benchSizes(const Options& o) {
 
 std::string usage() {
   std::string params;
-  for (const algo::AlgorithmInfo* info : algo::listAlgorithms()) {
+  std::vector<const algo::AlgorithmInfo*> infos = algo::listAlgorithms();
+  if (const algo::AlgorithmInfo* selector = algo::findAlgorithm("auto")) infos.push_back(selector);
+  for (const algo::AlgorithmInfo* info : infos) {
     std::string flags;
     for (param::Id id : info->params) flags += " " + paramFlag(param::spec(id).name) + " V";
     params += "    " + info->name + ":" + (flags.empty() ? " (none)" : flags) + "\n";
@@ -248,6 +250,9 @@ std::string usage() {
          "  -o, --op OP             sum or avg (default sum)\n"
          "  -J, --json FILE         also write the rows as a JSON array\n"
          "      --algo NAME         " + algo::algorithmNames() + " (default dense)\n"
+         "      --algo auto         per call the candidate of --auto-candidates that a model\n"
+         "                          calibrated at the first call predicts fastest; the algo\n"
+         "                          column names the candidates the timed calls ran\n"
          "      --param NAME=VALUE  any registry parameter for the algorithm (gradcomp-params --list)\n"
          "      --ranks N           start N local ranks of this benchmark; without it, run as one\n"
          "                          rank of a job started by mpirun, srun, torchrun or gradcomp-run\n"

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
+#include <vector>
 #include <cmath>
 #include <cstring>
 
@@ -32,7 +34,30 @@ std::string jsonNumber(double v) {
   return fmt("%.10g", v);
 }
 
+// Wider for auto, whose rows name candidates such as "qsgd:BITS=4".
+int algoWidth(const Options& o) { return o.algo == "auto" ? 16 : 8; }
+
+// "oktopk*9,dense*1" (labels hold '=' and ':'): flat, so every row stays one
+// level of JSON.
+std::string choicesText(const Row& r) {
+  std::string out;
+  for (const auto& [label, n] : r.choices)
+    out += (out.empty() ? "" : ",") + label + "*" + std::to_string(n);
+  return out;
+}
+
 }  // namespace
+
+std::string Row::algoText(const std::string& algo) const {
+  if (choices.empty()) return algo;
+  std::vector<std::pair<uint64_t, std::string>> byCount;
+  for (const auto& [label, n] : choices) byCount.emplace_back(n, label);
+  std::stable_sort(byCount.begin(), byCount.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text;
+  for (const auto& [n, label] : byCount) text += (text.empty() ? "" : "+") + label;
+  return text;
+}
 
 double Row::algbwGBps() const { return timeUs > 0 ? double(sizeBytes) / timeUs / 1e3 : 0.0; }
 
@@ -58,17 +83,20 @@ void printHeader(FILE* out, const Options& o, int nranks) {
           static_cast<unsigned long long>(o.stepFactor), o.warmupIters, o.iters, o.check ? 1 : 0);
   fprintf(out, "# algorithm parameters:%s\n", paramsText(o).c_str());
   fprintf(out, "#\n");
-  fprintf(out, "# %10s  %12s  %8s  %6s  %8s  %9s  %7s  %7s  %12s  %6s  %9s  %7s\n", "size", "count",
-          "type", "redop", "algo", "time", "algbw", "busbw", "wire", "ratio", "relerr", "#wrong");
-  fprintf(out, "# %10s  %12s  %8s  %6s  %8s  %9s  %7s  %7s  %12s  %6s  %9s  %7s\n", "(B)",
-          "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(B)", "", "", "");
+  const int aw = algoWidth(o);
+  fprintf(out, "# %10s  %12s  %8s  %6s  %*s  %9s  %7s  %7s  %12s  %6s  %9s  %7s\n", "size", "count",
+          "type", "redop", aw, "algo", "time", "algbw", "busbw", "wire", "ratio", "relerr",
+          "#wrong");
+  fprintf(out, "# %10s  %12s  %8s  %6s  %*s  %9s  %7s  %7s  %12s  %6s  %9s  %7s\n", "(B)",
+          "(elements)", "", "", aw, "", "(us)", "(GB/s)", "(GB/s)", "(B)", "", "", "");
   fflush(out);
 }
 
 void printRow(FILE* out, const Options& o, const Row& r) {
-  fprintf(out, "  %10llu  %12llu  %8s  %6s  %8s  %9s  %7.2f  %7.2f  %12.0f  %6s  %9s  %7s\n",
+  fprintf(out, "  %10llu  %12llu  %8s  %6s  %*s  %9s  %7.2f  %7.2f  %12.0f  %6s  %9s  %7s\n",
           static_cast<unsigned long long>(r.sizeBytes), static_cast<unsigned long long>(r.count),
-          dtypeName(o.dtype), redOpName(o.op), o.algo.c_str(), timeText(r.timeUs).c_str(),
+          dtypeName(o.dtype), redOpName(o.op), algoWidth(o), r.algoText(o.algo).c_str(),
+          timeText(r.timeUs).c_str(),
           r.algbwGBps(), r.busbwGBps(), r.wireMax,
           r.haveRatio() ? fmt("%.2f", r.ratio()).c_str() : (r.ranks > 1 ? "inf" : "-"),
           r.checked ? fmt("%.2e", r.relErr).c_str() : "N/A",
@@ -109,7 +137,7 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             "\"algo\": \"%s\", \"ranks\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
             "\"busbw_gbps\": %s, \"wire_bytes_max\": %s, \"wire_bytes_mean\": %s, \"ratio\": %s, "
             "\"rel_err\": %s, \"wrong\": %s, \"backend\": \"%s\", \"d2h_bytes\": %s, "
-            "\"h2d_bytes\": %s, \"host_syncs\": %s}%s\n",
+            "\"h2d_bytes\": %s, \"host_syncs\": %s, \"choice\": \"%s\", \"choices\": \"%s\"}%s\n",
             static_cast<unsigned long long>(r.sizeBytes), static_cast<unsigned long long>(r.count),
             dtypeName(o.dtype), redOpName(o.op), o.algo.c_str(), r.ranks,
             jsonNumber(r.timeUs).c_str(), jsonNumber(r.algbwGBps()).c_str(),
@@ -118,7 +146,8 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             r.checked ? jsonNumber(r.relErr).c_str() : "null",
             r.haveWrong ? std::to_string(r.wrong).c_str() : "null", backend.c_str(),
             jsonNumber(r.d2hMax).c_str(), jsonNumber(r.h2dMax).c_str(),
-            jsonNumber(r.syncsMax).c_str(), i + 1 < rows.size() ? "," : "");
+            jsonNumber(r.syncsMax).c_str(), r.algoText(o.algo).c_str(), choicesText(r).c_str(),
+            i + 1 < rows.size() ? "," : "");
   }
   fprintf(f, "]\n");
   const bool ok = fflush(f) == 0 && !ferror(f);

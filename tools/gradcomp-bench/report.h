@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,17 @@ struct Row {
   double relErr = 0;        // max over checked calls and ranks
   bool haveWrong = false;   // checked and the algorithm has a Reference
   uint64_t wrong = 0;       // summed over ranks and checked calls
+  // --algo auto: the candidate each timed call ran (identical on every
+  // rank; runner.cc checks), by label.
+  std::map<std::string, uint64_t> choices;
 
   double algbwGBps() const;
   double busbwGBps() const;  // algbw * 2(P-1)/P on the uncompressed bytes
   bool haveRatio() const { return wireMax > 0; }
   double ratio() const { return ringBytes / wireMax; }
+  // The algo column: --algo, or for auto the choices, most frequent first
+  // ("oktopk", "dense+oktopk").
+  std::string algoText(const std::string& algo) const;
 };
 
 // Bytes per call that rank-maximal dense ring allreduce (reduce-scatter then

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -104,6 +106,8 @@ Status sumOverRanks(const Job& job, uint64_t key, std::vector<double>* values) {
 struct Local {
   double timeUs = 0, wire = 0, relErr = 0, d2h = 0, h2d = 0, syncs = 0;
   uint64_t wrong = 0;
+  std::map<std::string, uint64_t> choices;  // the algorithm each timed call ran
+  uint32_t choiceDigest = 2166136261u;      // of that sequence, to compare ranks
 };
 
 // One size: w warm-up then n timed calls on a fresh algorithm config. With
@@ -173,6 +177,11 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
       totalD2h += double(dev.d2hBytes);
       totalH2d += double(dev.h2dBytes);
       totalSyncs += double(dev.syncs);
+      if (o.algo == "auto") {
+        const std::string label = gcCommLastAlgorithm(job.comm);
+        local->choices[label]++;
+        for (unsigned char ch : label + ";") local->choiceDigest = (local->choiceDigest ^ ch) * 16777619u;
+      }
     }
     if (checker) {
       GC_CHECK(api(gcMemcpyToHost(job.comm, recv.data(), dRecv.p, bytes)));
@@ -193,7 +202,7 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
 // Combines the ranks' figures: each rank fills its slots, a dense sum
 // gathers them, and every rank derives the same row.
 Status gatherRow(const Job& job, const Local& local, Row* row) {
-  constexpr int kSlots = 7;
+  constexpr int kSlots = 8;
   std::vector<double> all(size_t(job.nranks) * kSlots, 0.0);
   double* mine = &all[size_t(job.rank) * kSlots];
   mine[0] = local.timeUs;
@@ -203,6 +212,7 @@ Status gatherRow(const Job& job, const Local& local, Row* row) {
   mine[4] = local.d2h;
   mine[5] = local.h2d;
   mine[6] = local.syncs;
+  mine[7] = double(local.choiceDigest);  // exact: 32 bits fit a double
   GC_CHECK(sumOverRanks(job, kStatsKey, &all));
   double wrong = 0;
   for (int r = 0; r < job.nranks; ++r) {
@@ -215,7 +225,11 @@ Status gatherRow(const Job& job, const Local& local, Row* row) {
     row->d2hMax = std::max(row->d2hMax, s[4]);
     row->h2dMax = std::max(row->h2dMax, s[5]);
     row->syncsMax = std::max(row->syncsMax, s[6]);
+    GC_REQUIRE(s[7] == mine[7], Err::Internal,
+               "--algo auto: rank %d ran other candidates than rank %d in the timed calls of this "
+               "size (every rank must choose alike)", r, job.rank);
   }
+  row->choices = local.choices;
   row->wrong = uint64_t(wrong);
   return Status::Ok();
 }

@@ -22,6 +22,7 @@
 
 #include "algorithms/algorithm.h"
 #include "common/log.h"
+#include "tools/gradcomp-sim/auto_check.h"
 #include "tools/gradcomp-sim/formulas.h"
 #include "tools/gradcomp-sim/gpu_table.h"
 #include "tools/gradcomp-sim/sim_run.h"
@@ -31,6 +32,7 @@ namespace {
 
 struct Flags {
   bool gpu = false;  // --gpu-model
+  std::vector<size_t> autoCounts;  // --auto-check
   std::vector<std::string> algos;
   std::vector<int> ranks{4, 8, 16};
   uint64_t count = 1 << 20, memBudget = uint64_t(6) << 30;
@@ -50,6 +52,7 @@ const char* kUsage =
     "  [--gpu-model staged,resident,persistent|all] [--gpu-hbm-gbs B] [--gpu-pcie-gbs B]\n"
     "  [--gpu-mapped-gbs B] [--gpu-host-gbs B] [--gpu-launch-us T] [--gpu-sync-us T]\n"
     "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K]\n"
+    "  [--auto-check N,N...]\n"
     "Time model: alpha per message, 1/(gbps*1e9/8) s per byte, one send and one\n"
     "receive at a time per NIC; --compute-scale charges thread CPU time (0: free);\n"
     "--host-ns-per-byte charges the network stack's CPU per byte sent and received\n"
@@ -61,7 +64,12 @@ const char* kUsage =
     "per round), persistent (one kernel per call, flag waits); ms per call for every\n"
     "--ranks x --gbps (a list), beside NCCL's ring. --count is the count reported; a\n"
     "replay runs count/m elements (--mem-budget) and scales bytes by m. The compute\n"
-    "scale then charges only the host code outside primitives.\n";
+    "scale then charges only the host code outside primitives.\n"
+    "--auto-check N,N...: GRADCOMP_ALGO=auto's model offline: each candidate of\n"
+    "GRADCOMP_AUTO_CANDIDATES (or --param AUTO_CANDIDATES=...) is simulated at the\n"
+    "probe's sizes, the tuner's model code fits it, and its predictions at these\n"
+    "element counts are printed beside each candidate's simulated time (use a\n"
+    "--compute-scale > 0 so compute counts).\n";
 
 // The GpuConstants field a --gpu-* flag sets; nullptr for other flags.
 double* gpuConstant(const std::string& flag, GpuConstants* c) {
@@ -187,6 +195,12 @@ Status parseFlags(int argc, char** argv, Flags* f) {
       f->job.seed = uint64_t(d);
     } else if (flag == "--input") {
       GC_CHECK(bench::parseInput(v, flag, &f->job.input));
+    } else if (flag == "--auto-check") {
+      for (const std::string& part : split(v, ',')) {
+        GC_CHECK(param::parseSize(part, flag, &u));
+        GC_REQUIRE(u >= 1, Err::InvalidArgument, "--auto-check: counts must be >= 1");
+        f->autoCounts.push_back(size_t(u));
+      }
     } else if (flag == "--json") {
       f->jsonPath = v;
     } else {
@@ -268,6 +282,7 @@ int run(int argc, char** argv) {
   f.job.model.betaSPerByte = 8.0 / (f.gbps[0] * 1e9);
   f.job.model.computeScale = f.computeScale;
   f.job.model.hostSPerByte = f.hostNsPerByte * 1e-9;
+  if (!f.autoCounts.empty()) return runAutoCheck(f.job, f.ranks, f.autoCounts, f.jsonPath);
   if (f.gpu) {
     GpuTableSpec spec;
     spec.algos = f.algos;

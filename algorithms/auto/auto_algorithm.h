@@ -1,0 +1,31 @@
+// "auto" in the algorithm registry (a selector: AlgorithmInfo::selector):
+// per call one of GRADCOMP_AUTO_CANDIDATES, chosen by the communicator's
+// AutoTuner (tuner.h). Its first call is the calibration probe (collective,
+// bounded by GRADCOMP_AUTO_PROBE_MS). No Reference: the result is whatever
+// the chosen candidate computes.
+#pragma once
+
+#include <string>
+
+#include "algorithms/auto/tuner.h"
+
+namespace gradcomp::algo::autosel {
+
+class AutoAlgorithm final : public Algorithm {
+ public:
+  Status allreduce(Context& ctx, const AllreduceArgs& args) override;
+  AutoTuner& tuner() { return tuner_; }
+  const AutoTuner& tuner() const { return tuner_; }
+  // The candidate label of the last call ("qsgd:BITS=4"; "dense" when none).
+  const std::string& lastChoice() const { return last_; }
+
+ private:
+  AutoTuner tuner_;
+  std::string last_;
+};
+
+// The tuner of an auto instance; nullptr for every other algorithm.
+AutoTuner* tunerOf(Algorithm* algorithm);
+const AutoTuner* tunerOf(const Algorithm* algorithm);
+
+}  // namespace gradcomp::algo::autosel

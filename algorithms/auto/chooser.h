@@ -1,0 +1,131 @@
+// Per-call choice of GRADCOMP_ALGO=auto, per size class. Pure state machine:
+// its inputs are the model's predictions (identical on every rank), call
+// counts (identical: every rank makes the same calls) and agreed measurements
+// (absorb(), after the caller's exchange), never a rank-local time, so every
+// rank makes the same choice for the same call.
+//
+// A size class is (dtype, floor(log2 bytes)). Its life:
+//  1. First call: the trial set is every usable candidate predicted within
+//     `explore` times the best prediction (the baseline within explore^2),
+//     best first (one candidate: no trials). Without measurements (an asynchronous executor) the best
+//     prediction is final.
+//  2. Trials: `trialRounds` rounds, in each a block of `trialBlock` calls per
+//     trial candidate; all but a block's first call are measured (it pays
+//     one-time costs: buffers, thresholds, a switch).
+//  3. The first call after the trials starts with an agreement (absorb):
+//     factor_c = agreed median of measured / predicted; the choice is the
+//     least predicted * factor.
+//  4. Steady: the chosen candidate runs; every `refineCalls` calls another
+//     agreement refreshes the factors of what ran, and the choice moves only
+//     when another candidate is predicted `hysteresis` (a fraction) faster,
+//     so a size does not flip between algorithms on noise.
+//  5. Retrial: when a candidate's factor is stale (kRetrialAgreements
+//     agreements old, or never measured) and the model alone predicts it
+//     faster than the current one measures, it runs `retrialCalls` calls and
+//     an agreement follows, so a candidate once measured slow (a transient)
+//     is not written off for good.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+
+namespace gradcomp::algo::autosel {
+
+constexpr uint64_t kRetrialAgreements = 8;
+
+struct ChooserOptions {
+  // The baseline (dense; -1: none) is tried within explore^2 of the best
+  // prediction: never slower than dense is the promise, and the model is
+  // least sure far from its probe sizes.
+  int baseline = -1;
+  double explore = 3;
+  double hysteresis = 0.1;
+  int trialRounds = 3, trialBlock = 2;
+  int retrialCalls = 4;
+  int refineCalls = 16;
+};
+
+struct ClassKey {
+  DataType dtype = DataType::Float32;
+  int log2Bytes = 0;  // bytes in [2^log2Bytes, 2^(log2Bytes+1))
+  bool operator<(const ClassKey& o) const {
+    return dtype != o.dtype ? int(dtype) < int(o.dtype) : log2Bytes < o.log2Bytes;
+  }
+};
+ClassKey classOf(size_t bytes, DataType dtype);
+
+struct Choice {
+  int candidate = -1;
+  bool record = false;       // measure this call and pass it to record()
+  double predictedS = 0;     // prediction * factor of the chosen candidate
+};
+
+// Per class, for reports (this rank's view; everything but measured figures
+// is identical on every rank).
+struct ClassReport {
+  ClassKey key;
+  int current = -1;                 // the chosen candidate (-1: none yet)
+  uint64_t calls = 0;
+  // Per candidate: calls, mean predicted seconds per call (the model's
+  // prediction times the agreed factor when it ran; modelS: the model's
+  // alone), mean measured seconds per measured call on this rank (-1: none
+  // measured), measured calls, agreed factor.
+  std::vector<uint64_t> callsBy;
+  std::vector<double> predictedS, modelS, measuredS;
+  std::vector<uint64_t> measuredCalls;
+  std::vector<double> factor;
+  bool steady = false;
+};
+
+class Chooser {
+ public:
+  Chooser(ChooserOptions options, size_t candidates);
+
+  // Whether the next call of `key` must start with an agreement (the caller
+  // then exchanges windowWords(key) and calls absorb with the slot-wise max).
+  bool agreementDue(const ClassKey& key) const;
+  // This rank's measurements since the last agreement, per candidate:
+  // [-median ratio, count] (negated: the max over ranks then yields the
+  // smallest, the rank that arrived last and so waited least; see tuner.h).
+  std::vector<double> windowWords(const ClassKey& key) const;
+  // `agreed`: slot-wise max of every rank's windowWords; `base`: the model's
+  // predictions for this call's size per candidate.
+  void absorb(const ClassKey& key, const std::vector<double>& agreed,
+              const std::vector<double>& base);
+  // The candidate for the next call of `key`; `measurable`: the caller can
+  // time the call (fixed per class on every rank).
+  Choice choose(const ClassKey& key, const std::vector<double>& base, bool measurable);
+  // A measured call (Choice::record): seconds on this rank, and base[c].
+  void record(const ClassKey& key, int candidate, double seconds, double baseS);
+
+  std::vector<ClassReport> report() const;
+
+ private:
+  struct ClassState {
+    uint64_t calls = 0, sinceAgree = 0, agreements = 0;
+    int retrial = -1;  // candidate being re-measured (steady), -1: none
+    uint64_t retrialLeft = 0;
+    std::vector<uint64_t> measuredAt;  // agreement that last refreshed each factor
+    bool started = false, steady = false, measurable = false;
+    std::vector<int> trial;
+    int current = -1, lastRun = -1;
+    std::vector<double> factor;
+    std::vector<std::vector<double>> window;  // measured / predicted since the last agreement
+    std::vector<uint64_t> callsBy, measuredN;
+    std::vector<double> predictedSum, modelSum, measuredSum;
+  };
+  ClassState& state(const ClassKey& key);
+  int best(const ClassState& s, const std::vector<double>& base) const;
+  uint64_t trialLength(const ClassState& s) const;
+
+  ChooserOptions o_;
+  size_t n_;
+  std::map<ClassKey, ClassState> classes_;
+};
+
+}  // namespace gradcomp::algo::autosel
