@@ -242,10 +242,11 @@ TEST_CASE("cltk: the rotating leader's top-k indices carry everyone's exact sum"
   for (int P : {1, 2, 3, 5}) {
     INFO("P=" << P << " k=" << k);
     Group g("cltk", P, {{"DENSITY", densityFor(k, n)}, {"EF", "off"}});
-    for (int call = 0; call < 2 * P; ++call) {
+    // Past P^2 calls, so the shift is exercised.
+    for (int call = 0; call < P * P + P + 1; ++call) {
       const Inputs in = gridInputs(rng, P, n);  // 1/64 grid: sums are exact
       const Inputs out = g.checkedCall(in);
-      const int leader = (call + call / P) % P;  // each round shifted by one
+      const int leader = (call + call / (P * P)) % P;  // in turn, shifted every P^2 calls
       const auto sel = topk(in[leader], k);
       std::vector<float> want(n, 0.0f);
       for (auto [i, v] : sel) {

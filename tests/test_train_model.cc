@@ -7,9 +7,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
+#include "tools/gradcomp-train/flags.h"
 #include "tools/gradcomp-train/idx.h"
 #include "tools/gradcomp-train/model.h"
 #include "tools/gradcomp-train/reducer.h"
@@ -263,4 +266,39 @@ TEST_CASE("in-process training on a learnable synthetic task", "[train]") {
     CHECK(epochs[1].testAcc > 0.95);
     CHECK(epochs[0].steps == 2000 / 32);
   }
+}
+
+namespace {
+// parseFlags on a command line given as one string of space-separated words.
+gradcomp::Status parseLine(const std::string& line, gradcomp::train::Flags* f) {
+  std::vector<std::string> words{"gradcomp-train"};
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return gradcomp::train::parseFlags(int(argv.size()), argv.data(), f);
+}
+}  // namespace
+
+TEST_CASE("gradcomp-train: --momentum-correction auto is on for top-k methods only", "[train]") {
+  using gradcomp::train::Flags;
+  struct Case { const char* line; bool on; };
+  for (Case c : {Case{"--algo oktopk", true}, Case{"--algo cltk", true},
+                 Case{"--algo gaussiank", true}, Case{"--algo topka", true},
+                 Case{"--algo dense", false}, Case{"--algo qsgd", false},
+                 Case{"--algo auto", false},  // a selector: it may choose dense
+                 Case{"--algo oktopk --momentum 0", false},
+                 Case{"--algo oktopk --average weights --period 2", false},
+                 Case{"--algo oktopk --momentum-correction off", false},
+                 Case{"--algo dense --momentum-correction on", true}}) {
+    INFO(c.line);
+    Flags f;
+    REQUIRE(parseLine(c.line, &f).ok());
+    CHECK(f.train.momentumCorrection == c.on);
+  }
+  Flags f;
+  gradcomp::Status s = parseLine("--algo oktopk --momentum 0 --momentum-correction on", &f);
+  REQUIRE(!s.ok());
+  CHECK(s.toString().find("--momentum-correction on needs --momentum > 0") != std::string::npos);
+  CHECK(!parseLine("--momentum-correction maybe", &f).ok());
 }

@@ -96,15 +96,18 @@ struct KeyCalls {
 };
 
 // The leader of call c of `key` (scheduleKey: counted alike on every rank):
-// (c + floor(c / P)) mod P, i.e. ranks 0..P-1 in turn, shifted by one every
-// P calls. The shift matters when m tensors share a key (the interposer keys
-// by shape) and m divides P: a tensor then sees every m-th leader of a round,
-// and the shift walks it through all ranks.
+// (c + floor(c / P^2)) mod P, i.e. ranks 0..P-1 in turn, shifted by one every
+// P^2 calls. In turn, so a tensor with a key of its own meets each rank every
+// P calls and no residual waits longer (a rotation shifted every P calls, or a
+// hashed leader, left residuals waiting up to 2P calls: 5-seed accuracy fell
+// by 1.2 points, docs/results/sparse.md). The shift matters when m tensors
+// share a key (the interposer keys by shape) and gcd(m, P) > 1: a tensor then
+// sees only some leaders within P^2 calls, and the shift walks it through all.
 int leaderOf(std::map<uint64_t, KeyCalls>* keys, uint64_t key, size_t n, int P) {
   KeyCalls& kc = (*keys)[key];
   if (kc.count != n) kc = KeyCalls{n, 0};
-  const uint64_t c = kc.calls++;
-  return int((c + c / uint64_t(P)) % uint64_t(P));
+  const uint64_t c = kc.calls++, p = uint64_t(P);
+  return int((c + c / (p * p)) % p);
 }
 
 class Cltk final : public SparseAlgorithm {

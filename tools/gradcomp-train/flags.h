@@ -21,6 +21,10 @@ struct Flags {
   // Registry names without GRADCOMP_ prefix -> text, validated by the registry.
   std::vector<std::pair<std::string, std::string>> algoParams;
   bool sumThenScale = false;  // --op sum
+  // --momentum-correction: "auto" (on for top-k selection methods when the
+  // optimizer has momentum and gradients are averaged), "on" or "off";
+  // resolved into train.momentumCorrection once --algo is known.
+  std::string momentumCorrection = "auto";
   std::string dataDir = kDefaultDataDir;
   size_t trainLimit = 0, testLimit = 0;  // 0 = whole set
   std::string jsonPath;                  // -J

@@ -23,9 +23,10 @@ Report::Report(const Flags& flags, int nranks, size_t trainImages, size_t testIm
 void Report::printHeader(FILE* out) const {
   const TrainOptions& t = flags_.train;
   std::fprintf(out,
-               "# gradcomp-train: model %s, algo %s, %d ranks x batch %d, lr %g, momentum %g, "
+               "# gradcomp-train: model %s, algo %s, %d ranks x batch %d, lr %g, momentum %g%s, "
                "bucket %g MiB, %s",
-               t.model.c_str(), flags_.algo.c_str(), nranks_, t.batch, t.lr, t.momentum, t.bucketMb,
+               t.model.c_str(), flags_.algo.c_str(), nranks_, t.batch, t.lr, t.momentum,
+               t.momentumCorrection ? " (momentum correction)" : "", t.bucketMb,
                t.average == AverageMode::Gradients ? "gradient allreduce" : "model averaging");
   if (t.average == AverageMode::Weights) std::fprintf(out, " every %d steps", t.period);
   if (t.straggleRanks > 0)
