@@ -4,78 +4,27 @@
 // decides alike, the stats JSON and the destroy INFO line report per size
 // class, and a bad candidate list or a probe past its limit passes
 // everything to NCCL with a message naming the variable.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "nccl_double/nccl_double.h"
 #include "support/multiproc.h"
+#include "support/nccl_api.h"
 
 namespace {
 
-struct Api {
-  ncclResult_t (*allReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                            cudaStream_t);
-  ncclResult_t (*initRank)(ncclComm_t*, int, ncclUniqueId, int);
-  ncclResult_t (*destroy)(ncclComm_t);
-  ncclDoubleCountFn count;
-};
+using Api = gradcomp::test::NcclApi;
+Api loadApi() { return gradcomp::test::loadNcclApi(); }
 
-std::string binaryDir() {
-  if (const char* d = getenv("GC_TEST_BINARY_DIR")) return d;
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return ".";
-  std::string path(exe, size_t(n));
-  path = path.substr(0, path.rfind('/'));
-  return path.substr(0, path.rfind('/'));
-}
-
-// In a child: the double (global, as an application linked to NCCL has it),
-// then libgradcomp.so; exits the child on failure.
-Api loadApi() {
-  void* dbl = dlopen((binaryDir() + "/tests/nccl_double/libnccl.so.2").c_str(), RTLD_NOW | RTLD_GLOBAL);
-  void* gc = dlopen((binaryDir() + "/plugin/libgradcomp.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!dbl || !gc) {
-    fprintf(stderr, "dlopen failed: %s\n", dlerror());
-    _exit(90);
-  }
-  auto sym = [&](void* h, const char* name) {
-    void* p = dlsym(h, name);
-    if (!p) {
-      fprintf(stderr, "missing %s\n", name);
-      _exit(91);
-    }
-    return p;
-  };
-  Api a{};
-  a.allReduce = reinterpret_cast<decltype(a.allReduce)>(sym(gc, "ncclAllReduce"));
-  a.initRank = reinterpret_cast<decltype(a.initRank)>(sym(gc, "ncclCommInitRank"));
-  a.destroy = reinterpret_cast<decltype(a.destroy)>(sym(gc, "ncclCommDestroy"));
-  a.count = reinterpret_cast<ncclDoubleCountFn>(sym(dbl, "ncclDoubleCount"));
-  return a;
-}
-
-struct Job {
-  std::string dir;
-  ncclUniqueId id{};
-  Job() {
-    char tmpl[] = "/tmp/gc_auto_XXXXXX";
-    dir = mkdtemp(tmpl);
-    for (size_t i = 0; i < sizeof id.internal; ++i) id.internal[i] = char(rand());
-  }
-  ~Job() { (void)system(("rm -rf '" + dir + "'").c_str()); }
+// The double's job with auto switched on and its probe given room.
+struct Job : gradcomp::test::NcclJob {
   std::map<std::string, std::string> env(std::map<std::string, std::string> extra) const {
-    extra["NCCL_DOUBLE_DIR"] = dir;
-    extra["NCCL_DOUBLE_TIMEOUT_S"] = "60";
-    extra["GRADCOMP_TIMEOUT_S"] = "30";
+    if (!extra.count("GRADCOMP_TIMEOUT_S")) extra["GRADCOMP_TIMEOUT_S"] = "30";
     extra["GRADCOMP_CONFIG"] = "";
     extra["GRADCOMP_ALGO"] = "auto";
     if (!extra.count("GRADCOMP_AUTO_PROBE_MS")) extra["GRADCOMP_AUTO_PROBE_MS"] = "100";
@@ -84,7 +33,9 @@ struct Job {
     extra["GRADCOMP_STATS"] = dir + "/stats";
     extra["GRADCOMP_DEBUG"] = "INFO";
     extra["GRADCOMP_DEBUG_SUBSYS"] = "PLUGIN,ALGO";
-    return extra;
+    std::map<std::string, std::string> e = NcclJob::env(extra);
+    e["NCCL_DOUBLE_TIMEOUT_S"] = "60";
+    return e;
   }
 };
 
@@ -96,12 +47,7 @@ struct Job {
     }                                                                         \
   } while (0)
 
-std::string readFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string readFile(const std::string& path) { return gradcomp::test::readWholeFile(path); }
 
 // The child's stderr goes to DIR/err.rankR (read by the parent).
 void captureStderr(const Job& job, int rank) {
