@@ -280,12 +280,13 @@ gradcomp::Status parseLine(const std::string& line, gradcomp::train::Flags* f) {
 }
 }  // namespace
 
-TEST_CASE("gradcomp-train: --momentum-correction auto is on for top-k methods only", "[train]") {
+TEST_CASE("gradcomp-train: --momentum-correction auto is on for top-k methods and sign only", "[train]") {
   using gradcomp::train::Flags;
   struct Case { const char* line; bool on; };
   for (Case c : {Case{"--algo oktopk", true}, Case{"--algo cltk", true},
                  Case{"--algo gaussiank", true}, Case{"--algo topka", true},
-                 Case{"--algo dense", false}, Case{"--algo qsgd", false},
+                 Case{"--algo sign", true},
+                 Case{"--algo dense", false}, Case{"--algo qsgd", false}, Case{"--algo fft", false},
                  Case{"--algo auto", false},  // a selector: it may choose dense
                  Case{"--algo oktopk --momentum 0", false},
                  Case{"--algo oktopk --average weights --period 2", false},

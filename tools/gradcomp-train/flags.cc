@@ -135,12 +135,17 @@ const std::map<std::string, Handler>& trainerFlags() {
   return flags;
 }
 
-// Top-k selection methods: a schedule (not a selector such as auto, which may
-// pick dense) that reads GRADCOMP_DENSITY. What they leave unsent waits in the
-// residual, where DGC's momentum correction keeps it a velocity: with plain
-// momentum they missed 1.5 points of dense on some seeds, with the correction on
-// none (docs/results/sparse.md, "Momentum correction").
-bool selectsTopK(const std::string& algo) {
+// Where momentum correction is on by default: the top-k selection methods (a
+// schedule, not a selector such as auto that may pick dense, reading
+// GRADCOMP_DENSITY) and sign. What a top-k method leaves unsent waits in the
+// residual, where the correction keeps it a velocity: with plain momentum they
+// missed 1.5 points of dense on some seeds, corrected on none. sign sends every
+// entry, so the mask clears the whole velocity each step: the optimizer runs
+// without momentum on the majority votes, the velocity lives in sign's error
+// feedback, and sign converges at the default lr (it diverged with momentum on
+// top of +-S votes). docs/results/sparse.md and quantized.md.
+bool correctsMomentumByDefault(const std::string& algo) {
+  if (algo == "sign") return true;
   const algo::AlgorithmInfo* info = algo::findAlgorithm(algo);
   if (info == nullptr || info->selector) return false;
   for (param::Id id : info->params)
@@ -212,7 +217,7 @@ Status parseFlags(int argc, char** argv, Flags* out) {
   const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients;
   f.train.momentumCorrection =
       f.momentumCorrection == "on" ||
-      (f.momentumCorrection == "auto" && correctable && selectsTopK(f.algo));
+      (f.momentumCorrection == "auto" && correctable && correctsMomentumByDefault(f.algo));
   GC_REQUIRE(!f.train.momentumCorrection || correctable,
              Err::InvalidArgument,
              "--momentum-correction on needs --momentum > 0 and --average grads (it allreduces "
@@ -241,7 +246,7 @@ std::string usage() {
          "  --momentum-correction auto|on|off  DGC momentum correction and factor masking in\n"
          "                       the training loop: the velocity is allreduced (needs\n"
          "                       --momentum > 0 and --average grads); auto (default): on for\n"
-         "                       the top-k selection methods (those with --density)\n"
+         "                       the top-k selection methods (those with --density) and sign\n"
          "  --bucket-mb X        gradient bucket size in MiB, like DDP's bucket_cap_mb (default 25)\n"
          "  --average grads|weights  allreduce gradients every step (default) or the\n"
          "                       weights every --period steps (model averaging, local SGD)\n"
