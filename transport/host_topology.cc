@@ -91,7 +91,7 @@ HostIdentity localHostIdentity() {
   std::string env;
   if (param::isSet(param::Id::HOSTID) && param::getString(param::Id::HOSTID, &env).ok()) {
     const std::string why = hostIdProblem(env);
-    return why.empty() ? HostIdentity{"env", env} : HostIdentity{"bad", printable(why)};
+    return why.empty() ? HostIdentity{"env", env} : HostIdentity{"bad", why};
   }
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0 || !host[0]) snprintf(host, sizeof(host), "?");
