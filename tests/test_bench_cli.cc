@@ -428,7 +428,7 @@ TEST_CASE("gradcomp-bench --hosts: hierarchical dense, oktopk and qsgd are right
   }
 }
 
-TEST_CASE("gradcomp-bench without --hosts: one host, no inter-host bytes; --hosts must divide "
+TEST_CASE("gradcomp-bench without --hosts: one host and no inter-host bytes, and --hosts must divide "
           "--ranks", "[bench][mp][hierarchy]") {
   const Result r = runBench({"--ranks", "2", "--algo", "qsgd", "-b", "4K", "-e", "4K", "-n", "1",
                              "-w", "0", "-J", "rows.json"});
