@@ -426,6 +426,19 @@ TEST_CASE("gradcomp-bench --hosts: hierarchical dense, oktopk and qsgd are right
     CHECK(inter[1] > 0);
     CHECK(inter[1] <= c.maxShare * inter[0]);
   }
+  // The device memory discipline (cpu-device), half precision and avg.
+  for (const char* algo : {"dense", "oktopk", "qsgd"}) {
+    const Result r = runBench({"--ranks", "4", "--hosts", "2", "--backend", "cpu-device", "-d",
+                               "half", "-o", "avg", "--algo", algo, "-b", "4K", "-e", "64K", "-f",
+                               "16", "-n", "2", "-w", "1", "-J", "rows.json"},
+                              {}, 240);
+    INFO(algo << " cpu-device half avg\nstdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exitCode == 0);
+    for (const JsonRow& row : parseRows(readFile(scratch() + "/rows.json"))) {
+      CHECK(row.at("hierarchy") == "host");
+      CHECK(num(row, "wrong") == 0);
+    }
+  }
 }
 
 TEST_CASE("gradcomp-bench without --hosts: one host and no inter-host bytes, and --hosts must divide "
