@@ -49,7 +49,8 @@ class Hierarchical final : public Algorithm {
     GC_CHECK(inner_->allreduce(railCtx, in));
 
     GC_CHECK(allgather(ctx, buf, a.count, a.dtype));
-    if (a.op == RedOp::Avg && a.count) GC_CHECK(ctx.dev.divide(buf, a.count, a.dtype, ctx.net.size()));
+    if (a.op == RedOp::Avg && a.count)
+      GC_CHECK(ctx.dev.divide(buf, a.count, a.dtype, ctx.net.size()));
     return Status::Ok();
   }
 
@@ -80,7 +81,9 @@ class Hierarchical final : public Algorithm {
     const size_t esz = dtypeSize(t);
     const dense::Chunk mine = dense::chunkOf(count, L, l);
     if (stage_.send.size() < count * esz) stage_.send.resize(count * esz);
-    if (stage_.recv.size() < size_t(L) * mine.size * esz) stage_.recv.resize(size_t(L) * mine.size * esz);
+    const size_t shardBytes = mine.size * esz;
+    if (stage_.recv.size() < size_t(L) * shardBytes) stage_.recv.resize(size_t(L) * shardBytes);
+    auto slot = [&](int j) { return stage_.recv.data() + size_t(j) * shardBytes; };
     // Everything but the own shard goes out.
     if (mine.begin) GC_CHECK(ctx.dev.copy(stage_.send.data(), buf, mine.begin * esz));
     const size_t end = mine.begin + mine.size;
@@ -91,7 +94,7 @@ class Hierarchical final : public Algorithm {
     dense::Requests reqs(*host_);
     for (int j = 0; j < L; ++j) {
       if (j == l) continue;
-      GC_CHECK(reqs.irecv(j, tag, stage_.recv.data() + size_t(j) * mine.size * esz, mine.size * esz));
+      GC_CHECK(reqs.irecv(j, tag, slot(j), shardBytes));
       const dense::Chunk c = dense::chunkOf(count, L, j);
       GC_CHECK(reqs.isend(j, tag, stage_.send.data() + c.begin * esz, c.size * esz));
     }
@@ -99,7 +102,7 @@ class Hierarchical final : public Algorithm {
     char* own = buf + mine.begin * esz;
     for (int j = 0; j < L; ++j)
       if (j != l && mine.size)
-        GC_CHECK(ctx.dev.add(own, own, stage_.recv.data() + size_t(j) * mine.size * esz, mine.size, t));
+        GC_CHECK(ctx.dev.add(own, own, slot(j), mine.size, t));
     return Status::Ok();
   }
 
@@ -109,7 +112,8 @@ class Hierarchical final : public Algorithm {
     const size_t esz = dtypeSize(t);
     const dense::Chunk mine = dense::chunkOf(count, L, l);
     if (stage_.recv.size() < count * esz) stage_.recv.resize(count * esz);
-    if (mine.size) GC_CHECK(ctx.dev.copy(stage_.send.data() + mine.begin * esz, buf + mine.begin * esz, mine.size * esz));
+    char* out = stage_.send.data() + mine.begin * esz;
+    if (mine.size) GC_CHECK(ctx.dev.copy(out, buf + mine.begin * esz, mine.size * esz));
     GC_CHECK(ctx.dev.sync());  // also completes the reduce-scatter's adds from recv
     const uint64_t tag = transport::makeTag(ctx.callSeq, kStepAllgather);
     dense::Requests reqs(*host_);
@@ -117,13 +121,14 @@ class Hierarchical final : public Algorithm {
       if (j == l) continue;
       const dense::Chunk c = dense::chunkOf(count, L, j);
       GC_CHECK(reqs.irecv(j, tag, stage_.recv.data() + c.begin * esz, c.size * esz));
-      GC_CHECK(reqs.isend(j, tag, stage_.send.data() + mine.begin * esz, mine.size * esz));
+      GC_CHECK(reqs.isend(j, tag, out, mine.size * esz));
     }
     GC_CHECK(reqs.waitAll());
     for (int j = 0; j < L; ++j) {
       const dense::Chunk c = dense::chunkOf(count, L, j);
       if (j != l && c.size)
-        GC_CHECK(ctx.dev.copy(buf + c.begin * esz, stage_.recv.data() + c.begin * esz, c.size * esz));
+        GC_CHECK(ctx.dev.copy(buf + c.begin * esz, stage_.recv.data() + c.begin * esz,
+                              c.size * esz));
     }
     return Status::Ok();
   }

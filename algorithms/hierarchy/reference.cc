@@ -53,7 +53,9 @@ class HierarchicalReference final : public Reference {
       for (size_t h = 0; h < H; ++h) {
         // x_l first, then the other local ranks ascending (hierarchical.h).
         char* s = hostSum[h].data() + off;
-        const auto in = [&](size_t i) { return static_cast<const char*>(inputs[size_t(hostRanks_[h][i])]) + off; };
+        const auto in = [&](size_t i) {
+          return static_cast<const char*>(inputs[size_t(hostRanks_[h][i])]) + off;
+        };
         if (c.size) GC_CHECK(cpu.copy(s, in(l), c.size * esz));
         for (size_t j = 0; j < L; ++j)
           if (j != l && c.size) GC_CHECK(cpu.add(s, s, in(j), c.size, args.dtype));

@@ -159,6 +159,9 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
     instance = cfg.info->create();
     if (comm->topology.hierarchical && algo::hierarchy::supportsHierarchy(*cfg.info))
       instance = algo::hierarchy::makeHierarchical(std::move(instance), comm->topology.hostRanks);
+    else if (comm->topology.hierarchical)
+      GC_INFO(ALGO, "%s runs flat over all ranks: it has no hierarchical form",
+              cfg.info->name.c_str());
   }
 
   algo::AllreduceArgs args;

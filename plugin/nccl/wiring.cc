@@ -156,7 +156,8 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
   for (size_t r = 0; r < verdicts.size(); ++r) {
     if (verdicts[r] == "ok") continue;
     state.net.reset();
-    state.disable("topology failed", "host topology failed on rank " + std::to_string(r) + ": " + verdicts[r]);
+    state.disable("topology failed",
+                  "host topology failed on rank " + std::to_string(r) + ": " + verdicts[r]);
     GC_WARN("communicator #%llu: %s; compression disabled on this communicator on every rank",
             (unsigned long long)state.id.index, state.disabledWhy.c_str());
     return Status::Ok();
@@ -187,7 +188,10 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
              rt.algoName.c_str(), algo::algorithmNames().c_str());
   rt.algorithm = info->create();
   if (state.topology.hierarchical && algo::hierarchy::supportsHierarchy(*info))
-    rt.algorithm = algo::hierarchy::makeHierarchical(std::move(rt.algorithm), state.topology.hostRanks);
+    rt.algorithm =
+        algo::hierarchy::makeHierarchical(std::move(rt.algorithm), state.topology.hostRanks);
+  else if (state.topology.hierarchical)
+    GC_INFO(ALGO, "%s runs flat over all ranks: it has no hierarchical form", info->name.c_str());
   auto [pos, inserted] = state.runtimes.emplace(rule, std::move(rt));
   (void)inserted;
   *out = &pos->second;
