@@ -33,6 +33,10 @@
     "Failure monitor: every rank keeps a TCP connection to rank 0, so a rank whose process dies is reported to all at once, and ranks agree on which rank failed when one stops. 0: off (a dead peer is then found by GRADCOMP_TIMEOUT_S).") \
   X(DENSE_RD_MAX_BYTES, Size, "64K", "0..1G",                                               \
     "Dense allreduce uses recursive doubling up to this many bytes per rank, the ring (reduce-scatter + allgather) above.") \
+  X(HOSTID, String, "", "",                                                                 \
+    "This rank's host identity, like NCCL_HOSTID: ranks with equal values are one host (their traffic stays dense under GRADCOMP_HIERARCHY). 1..128 printable characters, no spaces. Unset: hostname/boot id. Set on every rank or none: a mix is reported and the job runs flat.") \
+  X(HIERARCHY, Enum, "auto", "auto|flat|host",                                             \
+    "Schedule of compressed algorithms: host runs a dense reduce-scatter inside each host, the algorithm across hosts among the ranks with the same local rank (one rail each, on its 1/L shard) and a dense allgather inside the host; flat runs the algorithm over all ranks. auto: host when there is more than one host and more than one rank per host. A host map that is not uniform (uneven ranks per host, GRADCOMP_HOSTID on some ranks only, ranks asking for different modes) runs flat, with a message naming the problem.") \
   X(WAGMA_GROUP, Int, "0", "0..1048576",                                                    \
     "wagma: group size S, a power of two <= the largest power of two <= P. 0: sqrt(P) rounded up to a power of two.") \
   X(WAGMA_PERIOD, Int, "8", "1..1024",                                                      \

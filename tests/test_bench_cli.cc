@@ -148,7 +148,8 @@ const char* kFields[] = {"size_bytes", "count",      "dtype",          "op",
                          "algo",       "ranks",      "time_us",        "algbw_gbps",
                          "busbw_gbps", "wire_bytes_max", "wire_bytes_mean", "ratio",
                          "rel_err",    "wrong",      "backend",        "d2h_bytes",
-                         "h2d_bytes",  "host_syncs", "choice",         "choices"};
+                         "h2d_bytes",  "host_syncs", "choice",         "choices",
+                         "hosts",      "hierarchy",  "inter_host_bytes_max", "inter_host_bytes_mean"};
 
 double num(const JsonRow& row, const char* key) {
   auto it = row.find(key);
@@ -385,4 +386,73 @@ TEST_CASE("gradcomp-bench cpu-device: oktopk and qsgd 4 bit move at most 3x thei
     CHECK(pcie > 0);
     CHECK(pcie <= 3 * wire);
   }
+}
+
+TEST_CASE("gradcomp-bench --hosts: hierarchical dense, oktopk and qsgd are right and send about "
+          "1/L of flat between hosts", "[bench][mp][hierarchy]") {
+  // 2 hosts x 2 ranks (L = 2), then 2 x 4 (L = 4) for the compressed ones.
+  struct Case {
+    std::vector<std::string> algo;
+    int ranks;
+    double maxShare;  // hierarchical / flat inter-host bytes (mean over ranks)
+  };
+  const std::vector<Case> cases = {{{"--algo", "dense"}, 4, 0.75},
+                                   {{"--algo", "oktopk", "--density", "0.01"}, 4, 0.75},
+                                   {{"--algo", "qsgd", "--bits", "4"}, 4, 0.6},
+                                   {{"--algo", "qsgd", "--bits", "4"}, 8, 0.35},
+                                   {{"--algo", "oktopk", "--density", "0.01"}, 8, 0.45}};
+  for (const Case& c : cases) {
+    double inter[2] = {0, 0};
+    for (int h = 0; h < 2; ++h) {
+      std::vector<std::string> args = {"--ranks", std::to_string(c.ranks), "--hosts", "2",
+                                       "--hierarchy", h ? "host" : "flat", "-b", "256K", "-e",
+                                       "256K", "-n", "3", "-w", "2", "-J", "rows.json"};
+      args.insert(args.end(), c.algo.begin(), c.algo.end());
+      const Result r = runBench(args, {}, 240);
+      INFO(c.algo[1] << " on " << c.ranks << " ranks, " << (h ? "host" : "flat") << "\nstdout: "
+                     << r.out << "\nstderr: " << r.err);
+      REQUIRE(r.exitCode == 0);
+      const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/rows.json"));
+      REQUIRE(rows.size() == 1);
+      CHECK(num(rows[0], "wrong") == 0);
+      CHECK(num(rows[0], "hosts") == 2);
+      CHECK(rows[0].at("hierarchy") == (h ? "host" : "flat"));
+      CHECK(num(rows[0], "inter_host_bytes_max") >= num(rows[0], "inter_host_bytes_mean"));
+      CHECK(num(rows[0], "inter_host_bytes_max") <= num(rows[0], "wire_bytes_max"));
+      inter[h] = num(rows[0], "inter_host_bytes_mean");
+    }
+    INFO(c.algo[1] << " on " << c.ranks << " ranks: inter-host bytes flat " << inter[0]
+                   << ", hierarchical " << inter[1]);
+    CHECK(inter[1] > 0);
+    CHECK(inter[1] <= c.maxShare * inter[0]);
+  }
+  // The device memory discipline (cpu-device), half precision and avg.
+  for (const char* algo : {"dense", "oktopk", "qsgd"}) {
+    const Result r = runBench({"--ranks", "4", "--hosts", "2", "--backend", "cpu-device", "-d",
+                               "half", "-o", "avg", "--algo", algo, "-b", "4K", "-e", "64K", "-f",
+                               "16", "-n", "2", "-w", "1", "-J", "rows.json"},
+                              {}, 240);
+    INFO(algo << " cpu-device half avg\nstdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exitCode == 0);
+    for (const JsonRow& row : parseRows(readFile(scratch() + "/rows.json"))) {
+      CHECK(row.at("hierarchy") == "host");
+      CHECK(num(row, "wrong") == 0);
+    }
+  }
+}
+
+TEST_CASE("gradcomp-bench without --hosts: one host and no inter-host bytes, and --hosts must divide "
+          "--ranks", "[bench][mp][hierarchy]") {
+  const Result r = runBench({"--ranks", "2", "--algo", "qsgd", "-b", "4K", "-e", "4K", "-n", "1",
+                             "-w", "0", "-J", "rows.json"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/rows.json"));
+  REQUIRE(rows.size() == 1);
+  CHECK(num(rows[0], "hosts") == 1);
+  CHECK(rows[0].at("hierarchy") == "flat");
+  CHECK(num(rows[0], "inter_host_bytes_max") == 0);
+  const Result bad = runBench({"--ranks", "3", "--hosts", "2"});
+  CHECK(bad.exitCode == 2);
+  CHECK(contains(bad.err, "--hosts 2 needs --ranks N with N a multiple of it (--ranks 3)"));
 }

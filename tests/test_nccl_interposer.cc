@@ -380,3 +380,40 @@ TEST_CASE("a dead peer on a compressed call fails the communicator, reported by 
   }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_TIMEOUT_S", "3"}}), 60);
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
+
+// GRADCOMP_HIERARCHY under the interposer: the host map is agreed at wiring
+// over the wired transport and the rule's algorithm runs hierarchically
+// (dense inside each faked host, the algorithm across hosts); the result is
+// NCCL's, exact for these integer inputs, on every rank.
+TEST_CASE("interposer: faked hosts run the hierarchical schedule with NCCL's result",
+          "[mp][nccl][hierarchy]") {
+  Job job;
+  const std::string logs = job.dir + "/log.rank";
+  auto exits = gradcomp::test::runRanks(4, [&](int rank) {
+    setenv("GRADCOMP_HOSTID", rank < 2 ? "hostA" : "hostB", 1);
+    const std::string log = logs + std::to_string(rank);
+    CHILD_CHECK(freopen(log.c_str(), "w", stderr) != nullptr);
+    Api a = loadApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 4, job.id, rank) == ncclSuccess);
+    const size_t n = (1 << 18) + 3;
+    std::vector<float> send(n), recv(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) send[i] = float((i % 1000) * (rank + 1));
+    const int before = a.count("ncclAllReduce");
+    for (int call = 0; call < 2; ++call) {
+      CHILD_CHECK(a.allReduce(send.data(), recv.data(), n, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+      for (size_t i = 0; i < n; i += 997) CHILD_CHECK(recv[i] == float((i % 1000) * 10));
+      CHILD_CHECK(recv[n - 1] == float(((n - 1) % 1000) * 10));
+    }
+    CHILD_CHECK(a.count("ncclAllReduce") == before);  // compressed path, not NCCL's
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    fflush(stderr);
+    const std::string err = readFile(log);
+    CHILD_CHECK(err.find("local rank " + std::to_string(rank % 2) + " of 2, schedule host") !=
+                std::string::npos);
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_DEBUG", "INFO"},
+              {"GRADCOMP_DEBUG_SUBSYS", "INIT"}}));
+  INFO("rank 0 stderr: " << readFile(logs + "0"));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}

@@ -208,3 +208,63 @@ TEST_CASE("sim: volumes match Ok-Topk Table 1", "[sim]") {
   CHECK(sentMean("cltk", 16) / sentMean("cltk", 4) < 1.3);
   CHECK(sentMean("cltk", 16) < sentMean("oktopk", 16));
 }
+
+TEST_CASE("sim: two-level links and the hierarchical schedule", "[sim][hierarchy]") {
+  // Hosts of two ranks: rank 1 sends 1000 bytes to rank 0 (same host: intra
+  // alpha 0.1 ms, 10 ns/byte -> 0.01 ms + 0.1 ms) and rank 2 to rank 0 (other
+  // host: alpha 1 ms, 1 us/byte -> 1 ms + 1 ms), on separate receive queues.
+  sim::CostModel m;
+  m.alphaS = 1e-3;
+  m.betaSPerByte = 1e-6;
+  m.ranksPerHost = 2;
+  m.intraAlphaS = 1e-4;
+  m.intraBetaSPerByte = 1e-8;
+  auto nets = sim::createSimTransports(4, m, 30);
+  std::vector<double> clocks(4);
+  std::vector<Status> st(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<char> buf(2000, char(r));
+      nets[r]->beginCall();
+      transport::Handle h[2];
+      if (r == 0) {
+        st[r] = nets[r]->irecv(1, 5, buf.data(), 1000, &h[0]);
+        if (st[r].ok()) st[r] = nets[r]->wait(h[0]);
+        clocks[3] = nets[r]->clockOf(0);
+        if (st[r].ok()) st[r] = nets[r]->irecv(2, 5, buf.data() + 1000, 1000, &h[1]);
+        if (st[r].ok()) st[r] = nets[r]->wait(h[1]);
+      } else {
+        st[r] = nets[r]->isend(0, 5, buf.data(), 1000, &h[0]);
+        if (st[r].ok()) st[r] = nets[r]->wait(h[0]);
+      }
+      clocks[r] = nets[r]->endCall();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) REQUIRE(st[r].ok());
+  CHECK(clocks[1] == Approx(1e-5));
+  CHECK(clocks[3] == Approx(1.1e-4));
+  CHECK(clocks[2] == Approx(1e-3));
+  CHECK(clocks[0] == Approx(2e-3));
+
+  // qsgd 4 bit on 4 hosts x 4 ranks, 1 Gbit/s between hosts: the
+  // hierarchical schedule sends about 1/4 of flat's bytes to other hosts and
+  // is faster; a hierarchical job needs hosts.
+  sim::SimJob job = smallJob("qsgd", 16, 1 << 16);
+  REQUIRE(job.config.set("BITS", "4", "test").ok());
+  job.model.betaSPerByte = 8e-9;
+  job.model.intraBetaSPerByte = 8.0 / 1600e9;
+  job.model.intraAlphaS = 2e-6;
+  job.ranksPerHost = 4;
+  sim::SimResult flat, host;
+  REQUIRE(sim::runSim(job, &flat).ok());
+  job.hierarchical = true;
+  REQUIRE(sim::runSim(job, &host).ok());
+  INFO("inter-host bytes flat " << flat.interHostMean << ", host " << host.interHostMean
+                                << "; time flat " << flat.timeS << ", host " << host.timeS);
+  CHECK(host.interHostMean > 0);
+  CHECK(host.interHostMean <= 0.3 * flat.interHostMean);
+  CHECK(host.timeS < flat.timeS);
+  job.ranksPerHost = 0;
+  CHECK(sim::runSim(job, &host).code() == Err::InvalidArgument);
+}

@@ -50,6 +50,9 @@ using Handle = uint64_t;  // 0 is never a valid handle
 
 // Reserved for Transport::barrier (no collective step reaches it).
 constexpr uint64_t kBarrierTag = kTagMask - 1;
+// Reserved for the host-topology exchange at wiring (host_topology.h).
+constexpr uint64_t kTopologyGatherTag = kTagMask - 2;
+constexpr uint64_t kTopologyTableTag = kTagMask - 3;
 
 class FailureMonitor;  // transport/failure_monitor.h
 

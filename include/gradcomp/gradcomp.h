@@ -111,6 +111,20 @@ GC_API gcResult_t gcCommGetDeviceTraffic(gcComm_t comm, gcDeviceTraffic_t* traff
 /* Resets both counters. */
 GC_API gcResult_t gcCommResetTraffic(gcComm_t comm);
 
+/* Host topology of comm, agreed by every rank at init (GRADCOMP_HOSTID,
+ * GRADCOMP_HIERARCHY): number of hosts, this rank's host index, local rank
+ * and local size, and whether algorithms run hierarchically (dense inside a
+ * host, the algorithm across hosts; 0: flat over all ranks). */
+typedef struct {
+  int hosts, host, localRank, localSize, hierarchical;
+} gcTopology_t;
+GC_API gcResult_t gcCommGetTopology(gcComm_t comm, gcTopology_t* topology);
+/* Host index of `rank` on comm (the same on every rank); -1 when comm or
+ * rank is invalid. */
+GC_API int gcCommRankHost(gcComm_t comm, int rank);
+/* gcCommGetTraffic counting only peers on other hosts than this rank's. */
+GC_API gcResult_t gcCommGetInterHostTraffic(gcComm_t comm, gcTraffic_t* traffic);
+
 GC_API const char* gcResultString(gcResult_t result);
 GC_API const char* gcLastError(void);
 

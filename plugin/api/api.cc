@@ -7,6 +7,7 @@
 #include <new>
 
 #include "algorithms/auto/auto_algorithm.h"
+#include "algorithms/hierarchy/hierarchical.h"
 #include "common/log.h"
 #include "device/arrays.h"
 #include "device/backend.h"
@@ -43,6 +44,7 @@ Status initFromEnv(gcComm_t* out) {
   auto comm = std::make_unique<gcComm>();
   GC_CHECK(transport::createUcxBootstrap(info, &comm->bootstrap));
   GC_CHECK(transport::createUcxTransport(*comm->bootstrap, transport::UcxOptions{}, &comm->net));
+  GC_CHECK(transport::discoverTopology(*comm->net, &comm->topology));
   std::string backend;
   GC_CHECK(param::getString(param::Id::API_BACKEND, &backend));
   if (backend == "cpu-device") {
@@ -153,7 +155,14 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   const gcAlgoConfig& cfg = config ? *config : kDense;  // NULL: dense, environment defaults
   GC_REQUIRE(cfg.info, Err::Internal, "gcAllreduce: algorithm 'dense' is not registered");
   std::unique_ptr<algo::Algorithm>& instance = comm->algorithms[cfg.info->name];
-  if (!instance) instance = cfg.info->create();
+  if (!instance) {
+    instance = cfg.info->create();
+    if (comm->topology.hierarchical && algo::hierarchy::supportsHierarchy(*cfg.info))
+      instance = algo::hierarchy::makeHierarchical(std::move(instance), comm->topology.hostRanks);
+    else if (comm->topology.hierarchical)
+      GC_INFO(ALGO, "%s runs flat over all ranks: it has no hierarchical form",
+              cfg.info->name.c_str());
+  }
 
   algo::AllreduceArgs args;
   args.sendBuf = sendbuf;
@@ -250,6 +259,38 @@ gcResult_t gcCommGetTraffic(gcComm_t comm, gcTraffic_t* traffic) {
     GC_REQUIRE(traffic, gradcomp::Err::InvalidArgument, "gcCommGetTraffic: traffic is NULL");
     const gradcomp::transport::PeerCounters c = comm->net->totalCounters();
     *traffic = {c.bytesSent, c.bytesRecv, c.msgsSent, c.msgsRecv};
+    return Status::Ok();
+  });
+}
+
+gcResult_t gcCommGetTopology(gcComm_t comm, gcTopology_t* topology) {
+  return guard("gcCommGetTopology", [&]() -> Status {
+    GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument, "gcCommGetTopology: comm is NULL");
+    GC_REQUIRE(topology, gradcomp::Err::InvalidArgument, "gcCommGetTopology: topology is NULL");
+    const auto& t = comm->topology;
+    *topology = {t.hosts(), t.host, t.localRank, t.localSize, t.hierarchical ? 1 : 0};
+    return Status::Ok();
+  });
+}
+
+int gcCommRankHost(gcComm_t comm, int rank) {
+  if (!comm || !comm->net || rank < 0 || rank >= int(comm->topology.hostOf.size())) return -1;
+  return comm->topology.hostOf[size_t(rank)];
+}
+
+gcResult_t gcCommGetInterHostTraffic(gcComm_t comm, gcTraffic_t* traffic) {
+  return guard("gcCommGetInterHostTraffic", [&]() -> Status {
+    GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument,
+               "gcCommGetInterHostTraffic: comm is NULL");
+    GC_REQUIRE(traffic, gradcomp::Err::InvalidArgument, "gcCommGetInterHostTraffic: traffic is NULL");
+    const auto& hostOf = comm->topology.hostOf;
+    *traffic = {0, 0, 0, 0};
+    for (int p = 0; p < comm->net->size() && p < int(hostOf.size()); ++p) {
+      if (hostOf[size_t(p)] == comm->topology.host) continue;
+      const gradcomp::transport::PeerCounters c = comm->net->counters(p);
+      traffic->bytesSent += c.bytesSent, traffic->bytesRecv += c.bytesRecv;
+      traffic->msgsSent += c.msgsSent, traffic->msgsRecv += c.msgsRecv;
+    }
     return Status::Ok();
   });
 }

@@ -11,6 +11,7 @@
 #include "algorithms/error_feedback.h"
 #include "common/param.h"
 #include "transport/bootstrap.h"
+#include "transport/host_topology.h"
 #include "transport/transport.h"
 
 struct gcComm {
@@ -23,8 +24,13 @@ struct gcComm {
   std::unique_ptr<gradcomp::transport::Transport> net;
   gradcomp::device::Backend* dev = nullptr;  // GRADCOMP_API_BACKEND: cpu or cpu-device
   std::unique_ptr<gradcomp::algo::ErrorFeedbackStore> errorFeedback;
+  // Agreed at init (transport/host_topology.h): which ranks share a host and
+  // whether algorithms run hierarchically.
+  gradcomp::transport::HostTopology topology;
   // One instance per algorithm name, created at first use (they keep state:
-  // scratch buffers, thresholds keyed by bufferKey).
+  // scratch buffers, thresholds keyed by bufferKey); wrapped in the
+  // hierarchical schedule when topology.hierarchical and the algorithm
+  // supports it.
   std::map<std::string, std::unique_ptr<gradcomp::algo::Algorithm>> algorithms;
   uint64_t callSeq = 0;  // equal on all ranks: every rank makes the same calls
   std::string lastAlgorithm;  // gcCommLastAlgorithm

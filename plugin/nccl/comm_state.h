@@ -19,6 +19,7 @@
 #include "common/param.h"
 #include "plugin/nccl/nccl_abi.h"
 #include "plugin/nccl/policy.h"
+#include "transport/host_topology.h"
 #include "transport/transport.h"
 
 namespace gradcomp::nccl {
@@ -74,6 +75,9 @@ struct CommState {
   std::unique_ptr<transport::Transport> net;
   std::map<int, RuleRuntime> runtimes;
   std::unique_ptr<algo::ErrorFeedbackStore> errorFeedback;
+  // Agreed at wiring over `net` (transport/host_topology.h); rule algorithms
+  // are wrapped in the hierarchical schedule when topology.hierarchical.
+  transport::HostTopology topology;
   uint64_t callSeq = 0;
   bool closed = false;  // destroyed or aborted: transport released
   bool failed = false;

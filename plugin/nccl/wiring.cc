@@ -2,6 +2,7 @@
 
 #include "algorithms/auto/auto_algorithm.h"
 #include "algorithms/error_feedback.h"
+#include "algorithms/hierarchy/hierarchical.h"
 #include "common/log.h"
 #include "device/backend.h"
 #include "plugin/nccl/executor.h"
@@ -147,6 +148,20 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
             state.disabledWhy.c_str());
     return Status::Ok();
   }
+  // The host map over the wired transport; its verdict is agreed through
+  // NCCL so that a failure on one rank disables compression on all.
+  Status topo = transport::discoverTopology(*state.net, &state.topology);
+  verdict = topo.ok() ? "ok" : topo.toString();
+  GC_CHECK(exchange.allgather(verdict, &verdicts));
+  for (size_t r = 0; r < verdicts.size(); ++r) {
+    if (verdicts[r] == "ok") continue;
+    state.net.reset();
+    state.disable("topology failed",
+                  "host topology failed on rank " + std::to_string(r) + ": " + verdicts[r]);
+    GC_WARN("communicator #%llu: %s; compression disabled on this communicator on every rank",
+            (unsigned long long)state.id.index, state.disabledWhy.c_str());
+    return Status::Ok();
+  }
   GC_CHECK(calibrateAuto(policy, exchange, state));
   if (state.disabledKind == "auto calibration failed") return Status::Ok();
   state.wiring = Wiring::Ready;
@@ -172,6 +187,11 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
   GC_REQUIRE(info != nullptr, Err::InvalidConfig, "algorithm '%s' is not registered; known: %s",
              rt.algoName.c_str(), algo::algorithmNames().c_str());
   rt.algorithm = info->create();
+  if (state.topology.hierarchical && algo::hierarchy::supportsHierarchy(*info))
+    rt.algorithm =
+        algo::hierarchy::makeHierarchical(std::move(rt.algorithm), state.topology.hostRanks);
+  else if (state.topology.hierarchical)
+    GC_INFO(ALGO, "%s runs flat over all ranks: it has no hierarchical form", info->name.c_str());
   auto [pos, inserted] = state.runtimes.emplace(rule, std::move(rt));
   (void)inserted;
   *out = &pos->second;

@@ -1,5 +1,7 @@
 #include "tools/gradcomp-bench/check.h"
 
+#include "algorithms/hierarchy/hierarchical.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -27,8 +29,13 @@ Status roundTo(DataType type, double* values, size_t n) {
 
 }  // namespace
 
-Checker::Checker(const algo::AlgorithmInfo& info, int nranks) : nranks_(nranks) {
-  if (info.reference) reference_ = info.reference(nranks);
+Checker::Checker(const algo::AlgorithmInfo& info, int nranks,
+                 std::vector<std::vector<int>> hostRanks)
+    : nranks_(nranks) {
+  if (!hostRanks.empty())
+    reference_ = algo::hierarchy::makeHierarchicalReference(info, std::move(hostRanks));
+  else if (info.reference)
+    reference_ = info.reference(nranks);
 }
 
 Status Checker::configure(const param::Overrides& config) {

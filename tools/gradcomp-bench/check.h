@@ -27,8 +27,11 @@ struct CallCheck {
 
 class Checker {
  public:
-  // `info.reference` may be empty: then only relerr is computed.
-  Checker(const algo::AlgorithmInfo& info, int nranks);
+  // `info.reference` may be empty: then only relerr is computed. hostRanks
+  // (the ranks of each host) non-empty: the algorithm ran the hierarchical
+  // schedule on these hosts, and so does the reference (hierarchy/hierarchical.h).
+  Checker(const algo::AlgorithmInfo& info, int nranks,
+          std::vector<std::vector<int>> hostRanks = {});
   // Hands the run's algorithm parameters (bench flags) to the reference, so it
   // computes the semantics of the configuration the algorithm actually ran.
   Status configure(const param::Overrides& config);

@@ -46,6 +46,7 @@ int run(int argc, char** argv) {
   }
   // --backend is GRADCOMP_API_BACKEND for this process and the ranks it starts.
   if (!options.backend.empty()) setenv("GRADCOMP_API_BACKEND", options.backend.c_str(), 1);
+  if (!options.hierarchy.empty()) setenv("GRADCOMP_HIERARCHY", options.hierarchy.c_str(), 1);
   // Every GRADCOMP_* variable is checked before a rank starts or waits.
   s = gradcomp::param::validateEnvironment();
   if (!s.ok()) return fail(s, "");
@@ -66,6 +67,9 @@ int run(int argc, char** argv) {
     gradcomp::tools::LaunchOptions launch;
     launch.nranks = options.ranks;
     launch.prefixOutput = false;  // only rank 0 prints the table; errors name their rank
+    for (int r = 0; options.hosts > 0 && r < options.ranks; ++r)
+      launch.rankEnv.push_back(
+          {{"GRADCOMP_HOSTID", "bench-host" + std::to_string(r / (options.ranks / options.hosts))}});
     return gradcomp::tools::launchLocal(rankArgv, launch);
   }
 

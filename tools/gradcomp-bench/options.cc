@@ -95,7 +95,7 @@ Status scan(int argc, char** argv, std::vector<RawFlag>* flags, Options* out) {
                           f.spelled.c_str());
       f.value = argv[++i];
     }
-    if (f.name != "ranks")
+    if (f.name != "ranks" && f.name != "hosts")
       for (int j = first; j <= i; ++j) out->rankArgs.push_back(argv[j]);
     flags->push_back(f);
   }
@@ -173,6 +173,13 @@ Status apply(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
   } else if (n == "ranks") {
     GC_CHECK(parseInt(f, 1, kMaxRanks, &v));
     out->ranks = int(v);
+  } else if (n == "hosts") {
+    GC_CHECK(parseInt(f, 1, kMaxRanks, &v));
+    out->hosts = int(v);
+  } else if (n == "hierarchy") {
+    if (f.value != "auto" && f.value != "flat" && f.value != "host")
+      return bad(f, "auto, flat or host");
+    out->hierarchy = f.value;
   } else if (n == "input") {
     return parseInput(f.value, f.spelled, &out->input);
   } else if (n == "seed") {
@@ -210,6 +217,9 @@ Status parseOptions(int argc, char** argv, Options* out) {
   GC_REQUIRE(info, Err::InvalidArgument, "unknown --algo '%s': expected one of %s",
              out->algo.c_str(), algo::algorithmNames().c_str());
   for (const RawFlag& f : flags) GC_CHECK(apply(f, *info, out));
+  GC_REQUIRE(out->hosts == 0 || (out->ranks > 0 && out->ranks % out->hosts == 0),
+             Err::InvalidArgument, "--hosts %d needs --ranks N with N a multiple of it%s",
+             out->hosts, out->ranks ? (" (--ranks " + std::to_string(out->ranks) + ")").c_str() : "");
   GC_REQUIRE(out->minBytes <= out->maxBytes, Err::InvalidArgument,
              "-b/--minbytes (%llu) must not exceed -e/--maxbytes (%llu)",
              static_cast<unsigned long long>(out->minBytes),
@@ -257,6 +267,9 @@ std::string usage() {
          "      --ranks N           start N local ranks of this benchmark; without it, run as one\n"
          "                          rank of a job started by mpirun, srun, torchrun or gradcomp-run\n"
          "                          (rank and rendezvous from their variables; docs/usage.md)\n"
+         "      --hosts H           with --ranks N: fake H hosts of N/H consecutive ranks each\n"
+         "                          (GRADCOMP_HOSTID per rank); rows report inter-host bytes\n"
+         "      --hierarchy M       auto, flat or host: sets GRADCOMP_HIERARCHY (docs/configuration.md)\n"
          "      --input NAME        gradient (default), uniform, integer, onehot, ones\n"
          "      --seed N            input generator seed (default 1)\n"
          "      --backend B         cpu (default) or cpu-device: the CPU reference with a GPU's\n"

@@ -30,12 +30,16 @@ struct Options {
   using Params = std::vector<std::pair<std::string, std::string>>;
   Params params;
   int ranks = 0;  // --ranks N: launch N local ranks; 0: run as one rank of a job
+  // --hosts H (with --ranks N, H divides N): rank r gets GRADCOMP_HOSTID=
+  // "bench-host<r / (N/H)>", faking H hosts of N/H ranks each. 0: not set.
+  int hosts = 0;
+  std::string hierarchy;  // --hierarchy: sets GRADCOMP_HIERARCHY (empty: as set)
   InputKind input = InputKind::Gradient;
   uint64_t seed = 1;
   std::string jsonPath;  // -J
   std::string backend;  // --backend cpu|cpu-device: sets GRADCOMP_API_BACKEND (empty: as set)
   bool help = false;
-  // argv without --ranks and its value: what each launched rank runs.
+  // argv without --ranks/--hosts and their values: what each launched rank runs.
   std::vector<std::string> rankArgs;
 };
 

@@ -137,7 +137,9 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             "\"algo\": \"%s\", \"ranks\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
             "\"busbw_gbps\": %s, \"wire_bytes_max\": %s, \"wire_bytes_mean\": %s, \"ratio\": %s, "
             "\"rel_err\": %s, \"wrong\": %s, \"backend\": \"%s\", \"d2h_bytes\": %s, "
-            "\"h2d_bytes\": %s, \"host_syncs\": %s, \"choice\": \"%s\", \"choices\": \"%s\"}%s\n",
+            "\"h2d_bytes\": %s, \"host_syncs\": %s, \"choice\": \"%s\", \"choices\": \"%s\", "
+            "\"hosts\": %d, \"hierarchy\": \"%s\", \"inter_host_bytes_max\": %s, "
+            "\"inter_host_bytes_mean\": %s}%s\n",
             static_cast<unsigned long long>(r.sizeBytes), static_cast<unsigned long long>(r.count),
             dtypeName(o.dtype), redOpName(o.op), o.algo.c_str(), r.ranks,
             jsonNumber(r.timeUs).c_str(), jsonNumber(r.algbwGBps()).c_str(),
@@ -147,7 +149,8 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
             r.haveWrong ? std::to_string(r.wrong).c_str() : "null", backend.c_str(),
             jsonNumber(r.d2hMax).c_str(), jsonNumber(r.h2dMax).c_str(),
             jsonNumber(r.syncsMax).c_str(), r.algoText(o.algo).c_str(), choicesText(r).c_str(),
-            i + 1 < rows.size() ? "," : "");
+            r.hosts, r.hierarchical ? "host" : "flat", jsonNumber(r.interHostMax).c_str(),
+            jsonNumber(r.interHostMean).c_str(), i + 1 < rows.size() ? "," : "");
   }
   fprintf(f, "]\n");
   const bool ok = fflush(f) == 0 && !ferror(f);

@@ -22,6 +22,10 @@ struct Row {
   double wireMax = 0;       // bytes sent per call, max over ranks
   double wireMean = 0;      // bytes sent per call, mean over ranks
   double ringBytes = 0;     // what the dense ring sends per call (max over ranks)
+  double interHostMax = 0;  // bytes sent to ranks on other hosts per call, max over ranks
+  double interHostMean = 0; // the same, mean over ranks
+  int hosts = 1;            // hosts of the communicator's topology
+  bool hierarchical = false;  // the algorithm ran the hierarchical schedule
   double d2hMax = 0;        // backend device -> host bytes per call, max over ranks
   double h2dMax = 0;        // backend host -> device bytes per call, max over ranks
   double syncsMax = 0;      // backend host synchronizations per call, max over ranks

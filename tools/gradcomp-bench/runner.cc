@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/hierarchy/hierarchical.h"
 #include "common/log.h"
 #include "gradcomp/gradcomp.h"
 #include "tools/gradcomp-bench/check.h"
@@ -76,6 +77,8 @@ struct Job {
   gcAlgoConfig_t dense;  // barrier and statistics
   InputSpec inputs;
   const algo::AlgorithmInfo& info;
+  // Ranks of each host when the algorithm runs hierarchically, else empty.
+  std::vector<std::vector<int>> hostRanks;
 };
 
 // A buffer in the communicator's device memory (gcMemAlloc): on cpu-device
@@ -104,7 +107,7 @@ Status sumOverRanks(const Job& job, uint64_t key, std::vector<double>* values) {
 
 // Per-rank figures for one size.
 struct Local {
-  double timeUs = 0, wire = 0, relErr = 0, d2h = 0, h2d = 0, syncs = 0;
+  double timeUs = 0, wire = 0, relErr = 0, d2h = 0, h2d = 0, syncs = 0, interHost = 0;
   uint64_t wrong = 0;
   std::map<std::string, uint64_t> choices;  // the algorithm each timed call ran
   uint32_t choiceDigest = 2166136261u;      // of that sequence, to compare ranks
@@ -135,7 +138,7 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   GC_CHECK(makeConfig(o.algo, &o.params, &cfg));
   std::unique_ptr<Checker> checker;
   if (o.check) {
-    checker = std::make_unique<Checker>(job.info, job.nranks);
+    checker = std::make_unique<Checker>(job.info, job.nranks, job.hostRanks);
     param::Overrides overrides;
     for (const auto& [name, value] : o.params) GC_CHECK(overrides.set(name, value, "--" + name));
     GC_CHECK(checker->configure(overrides));
@@ -148,7 +151,7 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   args.op = o.op;
   args.bufferKey = sizeKey(sizeIndex);
 
-  double totalUs = 0, totalWire = 0, totalD2h = 0, totalH2d = 0, totalSyncs = 0;
+  double totalUs = 0, totalWire = 0, totalD2h = 0, totalH2d = 0, totalSyncs = 0, totalInter = 0;
   for (int c = 0; c < o.warmupIters + o.iters; ++c) {
     if (o.check) {
       for (int r = 0; r < job.nranks; ++r)
@@ -168,9 +171,11 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
                              args.bufferKey, job.comm)));
     const auto t1 = std::chrono::steady_clock::now();
     if (timed) {
-      gcTraffic_t traffic{};
+      gcTraffic_t traffic{}, inter{};
       gcDeviceTraffic_t dev{};
       GC_CHECK(api(gcCommGetTraffic(job.comm, &traffic)));
+      GC_CHECK(api(gcCommGetInterHostTraffic(job.comm, &inter)));
+      totalInter += double(inter.bytesSent);
       GC_CHECK(api(gcCommGetDeviceTraffic(job.comm, &dev)));
       totalUs += std::chrono::duration<double, std::micro>(t1 - t0).count();
       totalWire += double(traffic.bytesSent);
@@ -196,13 +201,14 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   local->d2h = totalD2h / o.iters;
   local->h2d = totalH2d / o.iters;
   local->syncs = totalSyncs / o.iters;
+  local->interHost = totalInter / o.iters;
   return Status::Ok();
 }
 
 // Combines the ranks' figures: each rank fills its slots, a dense sum
 // gathers them, and every rank derives the same row.
 Status gatherRow(const Job& job, const Local& local, Row* row) {
-  constexpr int kSlots = 8;
+  constexpr int kSlots = 9;
   std::vector<double> all(size_t(job.nranks) * kSlots, 0.0);
   double* mine = &all[size_t(job.rank) * kSlots];
   mine[0] = local.timeUs;
@@ -213,6 +219,7 @@ Status gatherRow(const Job& job, const Local& local, Row* row) {
   mine[5] = local.h2d;
   mine[6] = local.syncs;
   mine[7] = double(local.choiceDigest);  // exact: 32 bits fit a double
+  mine[8] = local.interHost;
   GC_CHECK(sumOverRanks(job, kStatsKey, &all));
   double wrong = 0;
   for (int r = 0; r < job.nranks; ++r) {
@@ -225,6 +232,8 @@ Status gatherRow(const Job& job, const Local& local, Row* row) {
     row->d2hMax = std::max(row->d2hMax, s[4]);
     row->h2dMax = std::max(row->h2dMax, s[5]);
     row->syncsMax = std::max(row->syncsMax, s[6]);
+    row->interHostMax = std::max(row->interHostMax, s[8]);
+    row->interHostMean += s[8] / job.nranks;
     GC_REQUIRE(s[7] == mine[7], Err::Internal,
                "--algo auto: rank %d ran other candidates than rank %d in the timed calls of this "
                "size (every rank must choose alike)", r, job.rank);
@@ -245,7 +254,16 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   Config dense;
   GC_CHECK(makeConfig("dense", nullptr, &dense));
   const int rank = gcCommRank(comm.c), nranks = gcCommSize(comm.c);
-  const Job job{o, comm.c, rank, nranks, dense.c, InputSpec{o.input, o.seed, nranks}, *info};
+  gcTopology_t topo{};
+  GC_CHECK(api(gcCommGetTopology(comm.c, &topo)));
+  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
+  std::vector<std::vector<int>> hostRanks;
+  if (hierarchical) {
+    hostRanks.resize(size_t(topo.hosts));
+    for (int r = 0; r < nranks; ++r) hostRanks[size_t(gcCommRankHost(comm.c, r))].push_back(r);
+  }
+  const Job job{o,  comm.c, rank, nranks, dense.c, InputSpec{o.input, o.seed, nranks}, *info,
+                hostRanks};
   if (o.check && !info->reference && rank == 0)
     GC_WARN("algorithm %s has no reference: #wrong is N/A, relerr is still checked",
             o.algo.c_str());
@@ -263,6 +281,8 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
     row.ranks = nranks;
     row.ringBytes = ringWireBytes(count, dtypeSize(o.dtype), nranks);
     row.checked = o.check;
+    row.hosts = topo.hosts;
+    row.hierarchical = hierarchical;
     row.haveWrong = o.check && info->reference;
     GC_CHECK(gatherRow(job, local, &row));
     rows.push_back(row);

@@ -38,6 +38,11 @@ struct Flags {
   uint64_t count = 1 << 20, memBudget = uint64_t(6) << 30;
   std::vector<double> gbps{10};
   double alphaUs = 0, computeScale = 0, hostNsPerByte = 0;
+  // --ranks-per-host L: hosts of L consecutive ranks, intra-host links at
+  // --intra-gbps / --intra-alpha-us; --hierarchy flat,host runs each schedule.
+  int ranksPerHost = 0;
+  double intraGbps = 1600, intraAlphaUs = 2;
+  std::vector<std::string> hierarchies{"flat"};
   std::string jsonPath;
   SimJob job;  // algorithm parameters, iterations, inputs
 };
@@ -46,6 +51,7 @@ const char* kUsage =
     "usage: gradcomp-sim [--algos a,b|all] [--ranks 4,8|8..4096] [--count N[K|M]]\n"
     "  [--mem-budget BYTES] [--gbps RATE] [--alpha-us A] [--compute-scale S]\n"
     "  [--host-ns-per-byte O]\n"
+    "  [--ranks-per-host L] [--intra-gbps RATE] [--intra-alpha-us A] [--hierarchy flat,host]\n"
     "  [--density D] [--param NAME=VALUE]... [--warmup W] [--iters N] [--seed S]\n"
     "  [--input gradient|uniform|integer|onehot|ones] [--stack BYTES] [--timeout-s T]\n"
     "  [--json PATH]\n"
@@ -57,6 +63,11 @@ const char* kUsage =
     "receive at a time per NIC; --compute-scale charges thread CPU time (0: free);\n"
     "--host-ns-per-byte charges the network stack's CPU per byte sent and received\n"
     "(times max(1, compute scale)).\n"
+    "--ranks-per-host L: hosts of L consecutive ranks; messages inside a host use their\n"
+    "own links (--intra-gbps, default 1600, --intra-alpha-us, default 2), --gbps is the\n"
+    "link between hosts; rows add the bytes a rank sends to other hosts. --hierarchy\n"
+    "flat,host runs each algorithm flat and/or hierarchically (dense inside hosts, the\n"
+    "algorithm across hosts on 1/L shards; GRADCOMP_HIERARCHY).\n"
     "--gpu-model: one GPU per node (defaults H100 + PCIe Gen5): each rank's primitives\n"
     "are priced from the bytes their arguments span (HBM, PCIe DMA / mapped access,\n"
     "host loops) with a launch floor and the host syncs of each design: staged (v1:\n"
@@ -177,6 +188,18 @@ Status parseFlags(int argc, char** argv, Flags* f) {
       GC_CHECK(parseDouble(flag, v, 0, &f->computeScale));
     } else if (flag == "--host-ns-per-byte") {
       GC_CHECK(parseDouble(flag, v, 0, &f->hostNsPerByte));
+    } else if (flag == "--ranks-per-host") {
+      GC_CHECK(parseDouble(flag, v, 1, &d));
+      f->ranksPerHost = int(d);
+    } else if (flag == "--intra-gbps") {
+      GC_CHECK(parseDouble(flag, v, 1e-6, &f->intraGbps));
+    } else if (flag == "--intra-alpha-us") {
+      GC_CHECK(parseDouble(flag, v, 0, &f->intraAlphaUs));
+    } else if (flag == "--hierarchy") {
+      f->hierarchies = split(v, ',');
+      for (const std::string& h : f->hierarchies)
+        GC_REQUIRE(h == "flat" || h == "host", Err::InvalidArgument,
+                   "--hierarchy: '%s' is not flat or host", h.c_str());
     } else if (flag == "--timeout-s") {
       GC_CHECK(parseDouble(flag, v, 0.1, &f->job.timeoutS));
     } else if (flag == "--density") {
@@ -208,6 +231,8 @@ Status parseFlags(int argc, char** argv, Flags* f) {
     }
   }
   if (f->algos.empty()) f->algos = {"dense", "topka", "oktopk"};
+  GC_REQUIRE(f->ranksPerHost > 0 || f->hierarchies == std::vector<std::string>{"flat"},
+             Err::InvalidArgument, "--hierarchy host needs --ranks-per-host");
   GC_REQUIRE(f->gpu || f->gbps.size() == 1, Err::InvalidArgument,
              "--gbps: a list of rates needs --gpu-model");
   return Status::Ok();
@@ -219,6 +244,7 @@ struct Row {
   size_t count, k;
   SimResult r;
   VolumeBound table;
+  std::string sched = "flat";  // --hierarchy
 };
 
 // Bytes one rank holds for `count` elements: about eight fp32 buffers, plus
@@ -236,11 +262,13 @@ size_t countFor(const Flags& f, const std::string& algo, int P, double density) 
   return c >= 1024 ? size_t(c / 1024 * 1024) : size_t(c);
 }
 
-void printRow(const Row& w) {
+void printRow(const Row& w, bool hosts) {
   const double hi = w.table.known ? w.table.hi + w.table.framing : 0;
-  std::printf("%-8s %5d %9zu %7zu %11.3f %13.0f %13.0f %13.0f %9.0f %13.0f %7.2f %8.1f\n",
+  std::printf("%-8s %5d %9zu %7zu %11.3f %13.0f %13.0f %13.0f %9.0f %13.0f %7.2f %8.1f",
               w.algo.c_str(), w.P, w.count, w.k, w.r.timeS * 1e3, w.r.sentMax, w.r.sentMean,
               w.r.recvMax, w.r.msgsMax, hi, hi > 0 ? w.r.sentMax / hi : 0.0, w.r.wallS);
+  if (hosts) std::printf(" %5s %13.0f %13.0f", w.sched.c_str(), w.r.interHostMax, w.r.interHostMean);
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -260,10 +288,13 @@ void writeJson(const Flags& f, const std::vector<Row>& rows) {
     std::fprintf(out, "  {\"algo\": \"%s\", \"P\": %d, \"count\": %zu, \"k\": %zu, "
                  "\"time_s\": %.9g, \"sent_max\": %.0f, \"sent_mean\": %.1f, \"recv_max\": %.0f, "
                  "\"msgs_max\": %.0f, \"msgs_mean\": %.1f, \"table_lo\": %.0f, \"table_hi\": %.0f, "
-                 "\"framing\": %.0f, \"formula\": \"%s\", \"wall_s\": %.2f}%s\n",
+                 "\"framing\": %.0f, \"formula\": \"%s\", \"wall_s\": %.2f, "
+                 "\"ranks_per_host\": %d, \"hierarchy\": \"%s\", \"inter_host_max\": %.0f, "
+                 "\"inter_host_mean\": %.1f}%s\n",
                  w.algo.c_str(), w.P, w.count, w.k, w.r.timeS, w.r.sentMax, w.r.sentMean,
                  w.r.recvMax, w.r.msgsMax, w.r.msgsMean, w.table.lo, w.table.hi, w.table.framing,
-                 w.table.formula.c_str(), w.r.wallS, i + 1 < rows.size() ? "," : "");
+                 w.table.formula.c_str(), w.r.wallS, f.ranksPerHost, w.sched.c_str(),
+                 w.r.interHostMax, w.r.interHostMean, i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(out, " ]}\n");
   std::fclose(out);
@@ -282,6 +313,10 @@ int run(int argc, char** argv) {
   f.job.model.betaSPerByte = 8.0 / (f.gbps[0] * 1e9);
   f.job.model.computeScale = f.computeScale;
   f.job.model.hostSPerByte = f.hostNsPerByte * 1e-9;
+  f.job.model.intraAlphaS = f.intraAlphaUs * 1e-6;
+  f.job.model.intraBetaSPerByte = 8.0 / (f.intraGbps * 1e9);
+  f.job.ranksPerHost = f.ranksPerHost;
+  const bool hosts = f.ranksPerHost > 0;
   if (!f.autoCounts.empty()) return runAutoCheck(f.job, f.ranks, f.autoCounts, f.jsonPath);
   if (f.gpu) {
     GpuTableSpec spec;
@@ -297,20 +332,27 @@ int run(int argc, char** argv) {
   std::printf("# gradcomp-sim: %.3g Gbit/s, alpha %.3g us, compute scale %g, %d warm-up + %d "
               "timed calls, seed %llu\n", f.gbps[0], f.alphaUs, f.computeScale, f.job.warmup,
               f.job.iters, (unsigned long long)f.job.seed);
-  std::printf("%-8s %5s %9s %7s %11s %13s %13s %13s %9s %13s %7s %8s\n", "algo", "P", "count",
+  std::printf("%-8s %5s %9s %7s %11s %13s %13s %13s %9s %13s %7s %8s", "algo", "P", "count",
               "k", "time_ms", "sent_max", "sent_mean", "recv_max", "msgs_max", "table_hi+fr",
               "ratio", "wall_s");
+  std::printf(hosts ? " %5s %13s %13s\n" : "\n", "sched", "inter_max", "inter_mean");
+  if (hosts)
+    std::printf("# %d ranks per host, %.3g Gbit/s and alpha %.3g us inside a host; "
+                "inter_max/mean: bytes a rank sent to other hosts\n",
+                f.ranksPerHost, f.intraGbps, f.intraAlphaUs);
   std::vector<Row> rows;
   int failures = 0;
   for (const std::string& a : f.algos)
-    for (int P : f.ranks) {
-      Row w{a, P, countFor(f, a, P, density), 0, {}, {}};
+    for (int P : f.ranks)
+    for (const std::string& sched : f.hierarchies) {
+      Row w{a, P, countFor(f, a, P, density), 0, {}, {}, sched};
       w.k = std::max<size_t>(1, size_t(std::floor(density * double(w.count))));
       w.table = tableVolume(a, P, w.count, w.k);
       SimJob job = f.job;
       job.algo = a;
       job.ranks = P;
       job.count = w.count;
+      job.hierarchical = sched == "host";
       s = runSim(job, &w.r);
       if (!s.ok()) {
         std::fprintf(stderr, "gradcomp-sim: %s at P=%d: %s\n", a.c_str(), P,
@@ -318,7 +360,7 @@ int run(int argc, char** argv) {
         ++failures;
         continue;
       }
-      printRow(w);
+      printRow(w, hosts);
       rows.push_back(w);
       if (!f.jsonPath.empty()) writeJson(f, rows);  // partial results survive a later failure
     }

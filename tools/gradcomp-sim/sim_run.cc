@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/hierarchy/hierarchical.h"
 #include "algorithms/error_feedback.h"
 #include "device/backend.h"
 #include "tools/gradcomp-sim/payload_framing.h"
@@ -18,7 +19,7 @@ namespace {
 
 // What one rank measured per timed call.
 struct RankLog {
-  std::vector<double> time, sent, recv, msgs, charged;
+  std::vector<double> time, sent, recv, msgs, charged, interHost;
   std::vector<std::vector<double>> scenarioTime;  // per timed call
   std::vector<GpuCallStats> gpu;                  // per design, summed over timed calls
   Status status;
@@ -49,6 +50,12 @@ Status runRank(const RankTask& t) {
   std::unique_ptr<GpuModel> model = gpuModelFor(job, *t.net);
   device::Backend& dev = model ? static_cast<device::Backend&>(*model) : device::cpuBackend();
   std::unique_ptr<algo::Algorithm> alg = t.info->create();
+  const int L = job.ranksPerHost;
+  if (job.hierarchical) {
+    std::vector<std::vector<int>> hosts(static_cast<size_t>(job.ranks / L));
+    for (int r = 0; r < job.ranks; ++r) hosts[size_t(r / L)].push_back(r);
+    alg = algo::hierarchy::makeHierarchical(std::move(alg), std::move(hosts));
+  }
   std::unique_ptr<algo::ErrorFeedbackStore> ef;
   GC_CHECK(algo::ErrorFeedbackStore::create(job.config, &ef));
   std::vector<float> in(job.count), out(job.count);
@@ -81,6 +88,10 @@ Status runRank(const RankTask& t) {
     t.log->sent.push_back(double(total.bytesSent));
     t.log->recv.push_back(double(total.bytesRecv));
     t.log->msgs.push_back(double(total.msgsSent));
+    double inter = 0;
+    for (int p = 0; L > 0 && p < job.ranks; ++p)
+      if (p / L != rank / L) inter += double(t.net->counters(p).bytesSent);
+    t.log->interHost.push_back(inter);
   }
   return Status::Ok();
 }
@@ -109,6 +120,13 @@ Status runSim(const SimJob& requested, SimResult* out) {
              "ranks %d outside 1..1048576", job.ranks);
   GC_REQUIRE(job.iters >= 1 && job.warmup >= 0, Err::InvalidArgument,
              "iters %d / warmup %d: need iters >= 1, warmup >= 0", job.iters, job.warmup);
+  GC_REQUIRE(job.ranksPerHost >= 0 && (job.ranksPerHost == 0 || job.ranks % job.ranksPerHost == 0),
+             Err::InvalidArgument, "ranks per host %d must divide the %d ranks", job.ranksPerHost,
+             job.ranks);
+  GC_REQUIRE(!job.hierarchical || (job.ranksPerHost > 0 && algo::hierarchy::supportsHierarchy(*info)),
+             Err::InvalidArgument, "the hierarchical schedule needs ranks per host%s",
+             job.ranksPerHost > 0 ? " and an algorithm other than auto and wagma" : "");
+  job.model.ranksPerHost = job.ranksPerHost;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<CostModel> models{job.model};
   if (job.gpu.enabled) {
@@ -188,6 +206,9 @@ Status runSim(const SimJob& requested, SimResult* out) {
     res.recvMax = std::max(res.recvMax, mean(logs[r].recv));
     res.msgsMax = std::max(res.msgsMax, msgs);
     res.msgsMean += msgs / job.ranks;
+    const double inter = mean(logs[r].interHost);
+    res.interHostMax = std::max(res.interHostMax, inter);
+    res.interHostMean += inter / job.ranks;
   }
   res.wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   *out = res;

@@ -39,6 +39,11 @@ struct SimJob {
   int warmup = 1, iters = 2;
   bench::InputKind input = bench::InputKind::Gradient;
   uint64_t seed = 1;
+  // Hosts of ranksPerHost consecutive ranks (model.ranksPerHost is set from
+  // it; 0: one level). hierarchical: every rank runs the algorithm through
+  // algo::hierarchy::makeHierarchical on these hosts (P a multiple of it).
+  int ranksPerHost = 0;
+  bool hierarchical = false;
   size_t stackBytes = 512 << 10;  // per rank thread
   double timeoutS = 600;          // wall time a rank may wait for one message
   struct Gpu {
@@ -63,6 +68,8 @@ struct SimResult {
   std::vector<double> scenarioTimeS;
   std::vector<GpuCallStats> gpuStats;
   double chargedSentMax = 0;  // bytes sent per rank as charged (payload scaling)
+  // Bytes a rank sent to other hosts per call (ranksPerHost > 0), max/mean.
+  double interHostMax = 0, interHostMean = 0;
 };
 
 // What the simulator changes in a job before running it: wagma runs its

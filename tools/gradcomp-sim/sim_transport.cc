@@ -115,7 +115,14 @@ class SimEndpoint final : public SimTransport {
               double timeoutS)
       : fabric_(std::move(fabric)), rank_(rank), models_(models), timeoutS_(timeoutS),
         clock_(models.size(), 0.0), sendFree_(models.size(), 0.0),
-        recvFree_(models.size(), 0.0), counters_(fabric_->endpoints.size()) {}
+        recvFree_(models.size(), 0.0), sendFreeIntra_(models.size(), 0.0),
+        recvFreeIntra_(models.size(), 0.0), counters_(fabric_->endpoints.size()) {}
+
+  // The peer is on this rank's host (CostModel::ranksPerHost).
+  bool sameHost(int peer) const {
+    const int L = models_[0].ranksPerHost;
+    return L > 0 && rank_ / L == peer / L;
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return int(fabric_->endpoints.size()); }
@@ -125,7 +132,8 @@ class SimEndpoint final : public SimTransport {
   }
 
   void beginCall() override {
-    for (int s = 0; s < scenarios(); ++s) clock_[s] = sendFree_[s] = recvFree_[s] = 0;
+    for (int s = 0; s < scenarios(); ++s)
+      clock_[s] = sendFree_[s] = recvFree_[s] = sendFreeIntra_[s] = recvFreeIntra_[s] = 0;
     if (timed()) cpuMark_ = threadCpuSeconds();
   }
   double endCall() override {
@@ -154,13 +162,16 @@ class SimEndpoint final : public SimTransport {
     const size_t charged = chargedBytes(buf, bytes);
     chargedSent_ += double(charged);
     ScenarioTimes arrive{}, nicDone{};
+    const bool intra = sameHost(peer);
     for (int s = 0; s < scenarios(); ++s) {
       const CostModel& m = models_[s];
-      clock_[s] += double(charged) * hostCost(s);  // the stack copies the bytes out first
-      const double start = std::max(clock_[s], sendFree_[s]);
-      sendFree_[s] = start + double(charged) * m.betaSPerByte;
-      nicDone[s] = sendFree_[s];
-      arrive[s] = sendFree_[s] + m.alphaS;
+      // The network stack copies the bytes out first (not inside a host).
+      if (!intra) clock_[s] += double(charged) * hostCost(s);
+      double& nic = intra ? sendFreeIntra_[s] : sendFree_[s];
+      const double start = std::max(clock_[s], nic);
+      nic = start + double(charged) * (intra ? m.intraBetaSPerByte : m.betaSPerByte);
+      nicDone[s] = nic;
+      arrive[s] = nic + (intra ? m.intraAlphaS : m.alphaS);
     }
     Endpoint& dst = *fabric_->endpoints[peer];
     {
@@ -278,8 +289,11 @@ class SimEndpoint final : public SimTransport {
           done = std::max(done, r.at[s]);
         } else {
           const double b = double(r.charged);
-          recvFree_[s] = std::max(r.at[s], recvFree_[s] + b * models_[s].betaSPerByte);
-          cpu = std::max(cpu, recvFree_[s]) + b * hostCost(s);  // copy-out, in order
+          const bool intra = sameHost(r.peer);
+          double& nic = intra ? recvFreeIntra_[s] : recvFree_[s];
+          nic = std::max(r.at[s], nic + b * (intra ? models_[s].intraBetaSPerByte
+                                                    : models_[s].betaSPerByte));
+          cpu = std::max(cpu, nic) + (intra ? 0.0 : b * hostCost(s));  // copy-out, in order
           done = std::max(done, cpu);
         }
       }
@@ -427,6 +441,7 @@ class SimEndpoint final : public SimTransport {
   const double timeoutS_;
   Status broken_;
   std::vector<double> clock_, sendFree_, recvFree_;  // per scenario
+  std::vector<double> sendFreeIntra_, recvFreeIntra_;  // links inside the host
   double cpuMark_ = 0, chargedSent_ = 0;
   Handle nextHandle_ = 1;
   std::unordered_map<Handle, RequestPtr> requests_;

@@ -57,6 +57,14 @@ struct CostModel {
   // or to receive (copies through the kernel's TCP stack; LogGP's per-byte
   // overhead), charged times max(1, computeScale): 0 = free.
   double hostSPerByte = 0;
+  // Two-level links (hierarchical jobs): ranks r and p share a host when
+  // r / ranksPerHost == p / ranksPerHost (0: one level, every link as above).
+  // Messages inside a host cost intraAlphaS + b * intraBetaSPerByte on send
+  // and receive queues of their own (NVLink or shared memory beside the NIC)
+  // and no host overhead; between hosts the model above. Every scenario of a
+  // fabric must use the same ranksPerHost.
+  int ranksPerHost = 0;
+  double intraAlphaS = 0, intraBetaSPerByte = 0;
   // See "Payload scaling" above; framing nullptr: no framing (f = 0).
   double payloadScale = 1;
   size_t (*framing)(const uint8_t* data, size_t bytes) = nullptr;

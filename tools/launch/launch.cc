@@ -80,6 +80,9 @@ void emit(int rank, Stream& s, bool flushPartial) {
   setenv("GRADCOMP_NRANKS", std::to_string(options.nranks).c_str(), 1);
   setenv("GRADCOMP_BOOTSTRAP", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
   for (const auto& [name, value] : options.extraEnv) setenv(name.c_str(), value.c_str(), 1);
+  if (size_t(rank) < options.rankEnv.size())
+    for (const auto& [name, value] : options.rankEnv[size_t(rank)])
+      setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

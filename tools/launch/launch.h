@@ -18,6 +18,8 @@ struct LaunchOptions {
   bool prefixOutput = true;
   double graceS = 5.0;  // SIGTERM -> SIGKILL delay after the first failure
   std::map<std::string, std::string> extraEnv;
+  // rankEnv[r]: variables for rank r only, set after extraEnv (empty: none).
+  std::vector<std::map<std::string, std::string>> rankEnv;
 };
 
 // argv[0] is looked up in PATH when it has no '/'. Returns the job's exit code:

@@ -1,0 +1,50 @@
+// The hierarchical schedule of issue 21: any registered algorithm run
+// across hosts only, with the traffic inside a host dense.
+//
+//   1. dense reduce-scatter among the L ranks of a host: local rank l ends
+//      with shard l (dense::chunkOf(count, L, l)) summed over its host;
+//   2. the inner algorithm on shard l over rail l (the ranks of local rank l,
+//      one per host; a transport::makeGroupView of the communicator), op Sum;
+//   3. dense allgather of the shards among the host's ranks; Avg divides by P
+//      once at the end.
+//
+// The host sum of shard l is x_l + x_0 + x_1 + ... (local ranks ascending,
+// l's own term first, one Backend::add per term, each rounded to the dtype),
+// an order the reference reproduces bit for bit. Every rank of a host ends
+// with the identical result (the allgather copies one rank's shard).
+//
+// Keys: the inner call's bufferKey is shardKey(bufferKey, l) (0 stays 0, and
+// the shape key then uses the shard's count, equal on the whole rail), its
+// localKey shardKey(residualKey(args), l): error feedback is per rank on its
+// shard and never shares a residual with a flat run of the same tensor.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "transport/host_topology.h"
+
+namespace gradcomp::algo::hierarchy {
+
+// Whether `info` may run hierarchically: every schedule except selectors
+// (auto chooses per call among flat schedules) and wagma (group averaging of
+// weights, whose groups are its own).
+bool supportsHierarchy(const AlgorithmInfo& info);
+
+// Key of shard `localRank`'s state derived from a tensor's key (0 stays 0).
+uint64_t shardKey(uint64_t key, int localRank);
+
+// `hostRanks`: the ranks of each host (uniform sizes, every rank once), as
+// transport::HostTopology::hostRanks; the same on every rank.
+std::unique_ptr<Algorithm> makeHierarchical(std::unique_ptr<Algorithm> inner,
+                                            std::vector<std::vector<int>> hostRanks);
+
+// The reference of the hierarchical form: host sums in the schedule's order
+// (bit-exact), then `info`'s reference across hosts on each shard (one
+// reference object per rail, so stateful references follow each rail), Avg
+// divided by P. nullptr when `info` has no reference.
+std::unique_ptr<Reference> makeHierarchicalReference(const AlgorithmInfo& info,
+                                                     std::vector<std::vector<int>> hostRanks);
+
+}  // namespace gradcomp::algo::hierarchy
