@@ -219,13 +219,23 @@ Status countAboveMany(const float* x, size_t n, const float* thresholds, size_t 
   std::vector<uint32_t> order(m);
   for (size_t j = 0; j < m; ++j) order[j] = uint32_t(j);
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
-  std::vector<float> sorted(m);
+  // Padded with +inf to a power of two: the search below is branchless (a
+  // data-dependent branch per level mispredicts half the time, and this runs
+  // over every element of the buffer).
+  size_t width = 1;
+  while (width < m) width <<= 1;
+  std::vector<float> sorted(width, std::numeric_limits<float>::infinity());
   for (size_t j = 0; j < m; ++j) sorted[j] = key(order[j]);
   std::vector<size_t> exceeds(m + 1, 0);  // exceeds[e]: elements above exactly e thresholds
+  const float* t = sorted.data();
   for (size_t i = 0; i < n; ++i) {
     const float a = std::fabs(x[i]);
     if (std::isnan(a)) continue;  // above nothing
-    ++exceeds[size_t(std::lower_bound(sorted.begin(), sorted.end(), a) - sorted.begin())];
+    // pos = how many thresholds are below a (lower_bound over t[0..width)).
+    size_t pos = 0;
+    for (size_t step = width >> 1; step > 0; step >>= 1) pos += t[pos + step - 1] < a ? step : 0;
+    pos += t[pos] < a ? 1 : 0;
+    ++exceeds[pos];
   }
   // counts for sorted[j]: elements above more than j thresholds.
   size_t above = 0;

@@ -15,4 +15,10 @@ port=${GRADCOMP_BOOTSTRAP##*:}
 [[ $port =~ ^[0-9]+$ ]] || port=$NETLAB_PORT
 export GRADCOMP_BOOTSTRAP="$first_host:$port"
 export UCX_TLS=${NETLAB_UCX_TLS:-tcp} UCX_NET_DEVICES=$NETLAB_DEV
-exec ip netns exec "${NETLAB_PREFIX}${GRADCOMP_RANK}" "$@"
+# NETLAB_RANKS_PER_HOST=L (gradcomp-lab --ranks-per-host): ranks L*h .. L*h+L-1
+# share host h's namespace and name it as their host (GRADCOMP_HOSTID); their
+# traffic to each other stays inside it, unshaped, as on a real host.
+per_host=${NETLAB_RANKS_PER_HOST:-1}
+host=$((GRADCOMP_RANK / per_host))
+((per_host == 1)) || export GRADCOMP_HOSTID="netlab-host$host"
+exec ip netns exec "${NETLAB_PREFIX}${host}" "$@"
