@@ -55,19 +55,21 @@ void sparseWire(device::Backend& dev) {
   auto seed = [&](const char* name, bool wide, uint64_t count, std::vector<uint64_t> offsets,
                   int messages) {
     const uint64_t base = 1000;
-    Bytes out;
+    ::Bytes out;
     putUint(&out, wide ? 1 : 0, 1);
     putUint(&out, count, 2);
     putUint(&out, 256, 2);  // capacity
     putUint(&out, base, 4);
     if (wide) count += uint64_t(1) << 32;
-    std::vector<uint64_t> idx;
-    std::vector<float> val;
-    for (uint64_t o : offsets) idx.push_back(base + o), val.push_back(0.5f + float(o));
-    device::Buffer<uint8_t> msg;
+    Coo list(dev);
+    list.resize(offsets.size());
+    for (size_t i = 0; i < offsets.size(); ++i)
+      list.idx.data()[i] = base + offsets[i], list.val.data()[i] = 0.5f + float(offsets[i]);
+    algo::sparse::Bytes msg(dev);
     for (int m = 0; m < messages; ++m)
-      must(encodeSparse(dev, idx.data(), val.data(), idx.size(), base, count, &msg), name);
-    write("sparse_wire", name, cat(out, std::vector<uint8_t>(msg.begin(), msg.end())));
+      must(encodeSparse(dev, SparsePiece{&list, 0, offsets.size(), base, count}, &msg), name);
+    must(dev.sync(), name);
+    write("sparse_wire", name, cat(out, ::Bytes(msg.data(), msg.data() + msg.size())));
   };
   seed("coo", false, 200, {3, 77, 150}, 1);
   std::vector<uint64_t> run;
@@ -88,16 +90,17 @@ void denseStream(device::Backend& dev) {
     std::vector<uint64_t> idx;
     std::vector<float> val;
     for (uint64_t o : offsets) idx.push_back(base + o), val.push_back(-1.5f + float(o));
-    size_t bytes = 0, blocks = 0, written = 0;
+    size_t bytes = 0, blocks = 0;
     must(dev.denseStreamSize(idx.data(), idx.size(), indexBytes, &bytes, &blocks), name);
     Bytes body(bytes);
     must(dev.denseStreamEncode(idx.data(), val.data(), idx.size(), base, indexBytes, body.data(),
-                               body.size(), &written), name);
+                               body.size()), name);
+    must(dev.sync(), name);
     Bytes out;
     putUint(&out, indexBytes == 8, 1);
     putUint(&out, n, 2);
     putUint(&out, blocks, 2);
-    putUint(&out, 256, 2);
+    putUint(&out, idx.size(), 2);  // nnz: the entries the body holds
     putUint(&out, base, 4);
     write("densestream", name, cat(out, body));
   };
@@ -112,7 +115,8 @@ void quantPayload(device::Backend& dev) {
     MaxMinCodec codec(bits, bucket);
     Bytes payload(codec.encodedBytes(count));
     const std::vector<float> src = ramp(count, 3.0f);
-    must(codec.encode(dev, src.data(), count, 0, 42, payload.data()), name);
+    must(codec.encode(dev, src.data(), count, 0, 42, payload.data(), nullptr), name);
+    must(dev.sync(), name);
     Bytes out;
     putUint(&out, 0, 1);
     putUint(&out, bits == 1 ? 0 : bits == 2 ? 1 : bits == 4 ? 2 : 3, 1);
@@ -129,7 +133,8 @@ void quantPayload(device::Backend& dev) {
     RbfCodec codec(bits, mantissa, 0.0);
     Bytes payload(codec.encodedBytes(count));
     const std::vector<float> src = ramp(count, 0.25f);
-    must(codec.encode(dev, src.data(), count, 0, 0, payload.data()), name);
+    must(codec.encode(dev, src.data(), count, 0, 0, payload.data(), nullptr), name);
+    must(dev.sync(), name);
     Bytes out;
     putUint(&out, 1, 1);
     putUint(&out, bits - 3, 1);
