@@ -357,6 +357,7 @@ TEST_CASE("executor protocol: a stuck stream is reported as this rank's own fail
   calls.push_back(makeCall(32));
   REQUIRE(submitCall(stream, engine, 0, calls.back(), &order).ok());
   REQUIRE(stream.waitReleased(1));
+  REQUIRE(stream.drain());  // the stream's thread is done with the call's buffers
   std::lock_guard<std::mutex> lock(mu);
   REQUIRE(reported.size() == 1);  // once, not once per later call
   CHECK(reported[0].code() == Err::Timeout);
@@ -397,6 +398,7 @@ TEST_CASE("executor protocol: a failure the ranks agreed on ends the wait for th
     }
   }
   REQUIRE(stream.waitReleased(2));
+  REQUIRE(stream.drain());  // the stream's thread is done with the calls' buffers
   CHECK(engine.asyncError().message() == "rank 3 (host, pid 7) failed: connection closed");
   CHECK_FALSE(reportedOwn);  // a peer's failure is not this rank's own
   CHECK(order.empty());

@@ -31,15 +31,17 @@ std::pair<int, int> distanceOf(hwloc_topology_t topo, hwloc_obj_t dev, hwloc_con
 
 }  // namespace
 
-Placement discoverPlacement() {
+namespace {
+
+// Loaded once and kept for the process (the machine does not change under
+// it): destroying it unloads hwloc's I/O plugins, and what they keep for the
+// process then shows as leaks no suppression can name (an unloaded module).
+Placement discoverOnce() {
   Placement p;
-  hwloc_topology_t topo = nullptr;
+  static hwloc_topology_t topo = nullptr;
   if (hwloc_topology_init(&topo) != 0) return p.error = "hwloc_topology_init failed", p;
   hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (hwloc_topology_load(topo) != 0) {
-    hwloc_topology_destroy(topo);
-    return p.error = "hwloc_topology_load failed", p;
-  }
+  if (hwloc_topology_load(topo) != 0) return p.error = "hwloc_topology_load failed", p;
   hwloc_bitmap_t mine = hwloc_bitmap_alloc();
   if (hwloc_get_cpubind(topo, mine, HWLOC_CPUBIND_PROCESS) != 0)
     hwloc_bitmap_copy(mine, hwloc_topology_get_topology_cpuset(topo));
@@ -63,8 +65,14 @@ Placement discoverPlacement() {
     }
   }
   hwloc_bitmap_free(mine);
-  hwloc_topology_destroy(topo);
   return p;
+}
+
+}  // namespace
+
+Placement discoverPlacement() {
+  static const Placement once = discoverOnce();
+  return once;
 }
 
 std::string describePlacement(const Placement& p) {

@@ -21,6 +21,7 @@ struct Placement {
 };
 
 // Never fails: what hwloc cannot tell stays empty and `error` says why.
+// Discovered at the first call and kept for the process.
 Placement discoverPlacement();
 // "cpuset 0-1, NUMA node 0, nearest NIC mlx5_0 (OpenFabrics)".
 std::string describePlacement(const Placement& p);
