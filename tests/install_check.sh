@@ -46,8 +46,11 @@ for t in $tools; do
     ! ldd "$bin/$t" | grep -q "not found" || fail "$t: $(ldd "$bin/$t" | grep 'not found')"
   fi
   help=$("$bin/$t" --help) || fail "$t --help exited $?"
-  grep -qiE "^(usage|NAME)" <<<"$help" || fail "$t --help does not start with usage or NAME"
+  for section in NAME SYNOPSIS OPTIONS "EXIT STATUS"; do
+    grep -qx "$section" <<<"$help" || fail "$t --help has no $section section (man-style help)"
+  done
   head -1 "$stage/share/man/man1/$t.1" | grep -q "^\.TH" || fail "no man page for $t"
+  grep -q '^\.SH SYNOPSIS' "$stage/share/man/man1/$t.1" || fail "$t.1 has no SYNOPSIS section"
 done
 
 # A 2-rank check with the installed tools.

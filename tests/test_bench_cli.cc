@@ -158,6 +158,28 @@ double num(const JsonRow& row, const char* key) {
   return std::stod(it->second);
 }
 
+// The registered algorithms, as gradcomp-bench --help lists them.
+std::vector<std::string> algorithmNames() {
+  Result r = runBench({"--help"});
+  REQUIRE(r.exitCode == 0);
+  const size_t at = r.out.find("--algo NAME");
+  REQUIRE(at != std::string::npos);
+  const size_t start = r.out.find_first_not_of(' ', at + 11), end = r.out.find('\n', start);
+  const std::string algos = r.out.substr(start, end - start);  // "dense, dsa, ... (default dense)"
+  std::vector<std::string> names;
+  std::string word;
+  for (char ch : algos) {  // names are lowercase letters and digits
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      word += ch;
+    } else if (!word.empty()) {
+      if (word == "default") break;
+      names.push_back(word);
+      word.clear();
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 TEST_CASE("gradcomp-bench rejects bad input with exit 2 and one line naming the flag",
@@ -321,25 +343,7 @@ TEST_CASE("gradcomp-bench ratio is 1 for the dense ring with an uneven count", "
 // deferred primitives), P = 3 and 4, three dtypes, every call checked.
 TEST_CASE("gradcomp-bench --backend cpu-device: every algorithm, P 3 and 4, f32/f16/bf16, #wrong 0",
           "[bench][mp][memory]") {
-  const std::string algos = [] {
-    Result r = runBench({"--help"});
-    REQUIRE(r.exitCode == 0);
-    const size_t at = r.out.find("--algo NAME");
-    REQUIRE(at != std::string::npos);
-    const size_t start = r.out.find_first_not_of(' ', at + 11), end = r.out.find('\n', start);
-    return r.out.substr(start, end - start);  // "dense, dsa, ... (default dense)"
-  }();
-  std::vector<std::string> names;
-  std::string word;
-  for (char ch : algos) {  // names are lowercase letters and digits
-    if (std::isalnum(static_cast<unsigned char>(ch))) {
-      word += ch;
-    } else if (!word.empty()) {
-      if (word == "default") break;
-      names.push_back(word);
-      word.clear();
-    }
-  }
+  const std::vector<std::string> names = algorithmNames();
   REQUIRE(names.size() >= 10);
   for (const std::string& algo : names)
     for (const char* ranks : {"3", "4"})
@@ -385,6 +389,33 @@ TEST_CASE("gradcomp-bench cpu-device: oktopk and qsgd 4 bit move at most 3x thei
     CHECK(wire > 0);
     CHECK(pcie > 0);
     CHECK(pcie <= 3 * wire);
+  }
+}
+
+// Host synchronizations per call are O(communication rounds), not
+// O(primitives) or O(n) (issue 19): every algorithm syncs as often at 16 MiB
+// as at 1 MiB (a design that synced per primitive over chunks of the buffer,
+// as WAGMA's negate once did, grows 16x here), and a few times per round.
+TEST_CASE("gradcomp-bench cpu-device: host syncs per call do not grow with the buffer",
+          "[bench][mp][memory]") {
+  std::vector<std::string> names = algorithmNames();
+  REQUIRE(names.size() >= 10);
+  for (const std::string& algo : names) {
+    INFO(algo);
+    const std::string json = scratch() + "/syncs.json";
+    const Result r = runBench({"--ranks", "4", "--algo", algo, "--backend", "cpu-device", "-b",
+                               "1M", "-e", "16M", "-f", "16", "-n", "2", "-w", "1", "-c", "0",
+                               "-J", json},
+                              {}, 240);
+    INFO(r.err);
+    REQUIRE(r.exitCode == 0);
+    const auto rows = parseRows(readFile(json));
+    REQUIRE(rows.size() == 2);
+    const double small = num(rows[0], "host_syncs"), large = num(rows[1], "host_syncs");
+    INFO("host syncs per call: " << small << " at 1 MiB, " << large << " at 16 MiB");
+    CHECK(small >= 1);
+    CHECK(large <= small + 1);
+    CHECK(large <= 24);  // P = 4: the deepest schedule (gtopk) syncs 15 times
   }
 }
 

@@ -249,7 +249,20 @@ std::string usage() {
     for (param::Id id : info->params) flags += " " + paramFlag(param::spec(id).name) + " V";
     params += "    " + info->name + ":" + (flags.empty() ? " (none)" : flags) + "\n";
   }
-  return "usage: gradcomp-bench [flags]  (allreduce benchmark, flags as in nccl-tests)\n"
+  return "NAME\n"
+         "  gradcomp-bench - allreduce benchmark of every gradcomp algorithm (nccl-tests flags)\n"
+         "\n"
+         "SYNOPSIS\n"
+         "  gradcomp-bench --ranks N [OPTIONS]\n"
+         "  mpirun -n N gradcomp-bench [OPTIONS]   (also srun, torchrun, gradcomp-run -n N --)\n"
+         "\n"
+         "DESCRIPTION\n"
+         "  Times allreduce calls of one gradcomp algorithm between real processes over UCX\n"
+         "  for a range of sizes, checks every call against the algorithm's reference and\n"
+         "  prints one row per size (time, bus bandwidth, wire bytes, compression ratio,\n"
+         "  #wrong). Rank 0 prints the table; -J writes the rows as JSON.\n"
+         "\n"
+         "OPTIONS\n"
          "  -b, --minbytes SIZE     smallest size, bytes with K/M/G suffix (default 32M)\n"
          "  -e, --maxbytes SIZE     largest size (default 32M)\n"
          "  -f, --stepfactor N      multiply the size by N between rows (default 2)\n"
@@ -274,7 +287,16 @@ std::string usage() {
          "      --seed N            input generator seed (default 1)\n"
          "      --backend B         cpu (default) or cpu-device: the CPU reference with a GPU's\n"
          "                          memory discipline; rows then report host<->device bytes\n"
-         "  Algorithm parameters (registry variables as flags):\n" + params;
+         "  -h, --help              this help\n"
+         "  Algorithm parameters (registry variables as flags):\n" + params +
+         "\n"
+         "EXIT STATUS\n"
+         "  0 when every call ran and matched the reference; 1 when a check found wrong\n"
+         "  values or a rank failed (its message names the rank); 2 for a usage error or an\n"
+         "  invalid GRADCOMP_* value.\n"
+         "\n"
+         "SEE ALSO\n"
+         "  gradcomp-params(1), gradcomp-run(1); docs/usage.md\n";
 }
 
 }  // namespace gradcomp::bench

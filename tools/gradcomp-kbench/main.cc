@@ -70,16 +70,27 @@ struct Kernel {
 
 void usage(FILE* out) {
   std::fputs(
-      "usage: gradcomp-kbench [-b 1M] [-e 256M] [-f 4] [-n 20] [-w 3] [-J file]\n"
-      "Throughput of every CUDA kernel family of gradcomp beside a device-to-device\n"
-      "copy measured in the same run, on CUDA device 0, per buffer size.\n"
+      "NAME\n"
+      "  gradcomp-kbench - throughput of gradcomp's CUDA kernels\n"
+      "\n"
+      "SYNOPSIS\n"
+      "  gradcomp-kbench [-b 1M] [-e 256M] [-f 4] [-n 20] [-w 3] [-J file]\n"
+      "\n"
+      "DESCRIPTION\n"
+      "  Throughput of every CUDA kernel family of gradcomp beside a device-to-device\n"
+      "  copy measured in the same run, on CUDA device 0, per buffer size.\n"
+      "\n"
+      "OPTIONS\n"
       "  -b SIZE   smallest buffer (K/M/G suffixes; default 1M)\n"
       "  -e SIZE   largest buffer (default 256M)\n"
       "  -f N      multiply the size by N between rows (default 4)\n"
       "  -n N      timed iterations per size (default 20)\n"
       "  -w N      untimed warm-up iterations (default 3)\n"
       "  -J FILE   also write the rows as JSON\n"
-      "Exit status: 0 measured; 1 a usage error; 4 no CUDA device (nothing measured).\n",
+      "  -h        this help\n"
+      "\n"
+      "EXIT STATUS\n"
+      "  0 measured; 1 a usage error; 4 no CUDA device (nothing measured).\n",
       out);
 }
 

@@ -48,7 +48,11 @@ struct Flags {
 };
 
 const char* kUsage =
-    "usage: gradcomp-sim [--algos a,b|all] [--ranks 4,8|8..4096] [--count N[K|M]]\n"
+    "NAME\n"
+    "  gradcomp-sim - gradcomp's algorithms over a simulated network, up to thousands of ranks\n"
+    "\n"
+    "SYNOPSIS\n"
+    "  gradcomp-sim [--algos a,b|all] [--ranks 4,8|8..4096] [--count N[K|M]]\n"
     "  [--mem-budget BYTES] [--gbps RATE] [--alpha-us A] [--compute-scale S]\n"
     "  [--host-ns-per-byte O]\n"
     "  [--ranks-per-host L] [--intra-gbps RATE] [--intra-alpha-us A] [--hierarchy flat,host]\n"
@@ -59,6 +63,12 @@ const char* kUsage =
     "  [--gpu-mapped-gbs B] [--gpu-host-gbs B] [--gpu-launch-us T] [--gpu-sync-us T]\n"
     "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K]\n"
     "  [--auto-check N,N...]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "  Runs the real schedules of every rank as threads over a simulated transport and\n"
+    "  prints, per algorithm and rank count, simulated time per call and wire bytes.\n"
+    "\n"
+    "OPTIONS\n"
     "Time model: alpha per message, 1/(gbps*1e9/8) s per byte, one send and one\n"
     "receive at a time per NIC; --compute-scale charges thread CPU time (0: free);\n"
     "--host-ns-per-byte charges the network stack's CPU per byte sent and received\n"
@@ -80,7 +90,15 @@ const char* kUsage =
     "GRADCOMP_AUTO_CANDIDATES (or --param AUTO_CANDIDATES=...) is simulated at the\n"
     "probe's sizes, the tuner's model code fits it, and its predictions at these\n"
     "element counts are printed beside each candidate's simulated time (use a\n"
-    "--compute-scale > 0 so compute counts).\n";
+    "--compute-scale > 0 so compute counts).\n"
+    "-h, --help: this help.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "  0 when every simulated run completed; 1 when one failed (a schedule error, a\n"
+    "  simulated deadlock past --timeout-s); 2 for a usage error.\n"
+    "\n"
+    "SEE ALSO\n"
+    "  gradcomp-bench(1); docs/usage.md, docs/results/performance.md\n";
 
 // The GpuConstants field a --gpu-* flag sets; nullptr for other flags.
 double* gpuConstant(const std::string& flag, GpuConstants* c) {

@@ -234,9 +234,19 @@ std::string usage() {
     for (param::Id id : info->params) algoParams += " " + paramFlag(param::spec(id).name);
     algoParams += "\n";
   }
-  return "usage: gradcomp-train --ranks N [flags]   or, one rank per process:\n"
-         "       mpirun -n N gradcomp-train [flags]   (also srun, torchrun, gradcomp-run -n N --)\n"
-         "Data-parallel training on Fashion-MNIST with gradients reduced by a gradcomp algorithm.\n"
+  return "NAME\n"
+         "  gradcomp-train - data-parallel Fashion-MNIST training over gradcomp\n"
+         "\n"
+         "SYNOPSIS\n"
+         "  gradcomp-train --ranks N [OPTIONS]\n"
+         "  mpirun -n N gradcomp-train [OPTIONS]   (also srun, torchrun, gradcomp-run -n N --)\n"
+         "\n"
+         "DESCRIPTION\n"
+         "  Trains an MLP or a small CNN on Fashion-MNIST with one model replica per rank;\n"
+         "  gradients (or weights) are reduced by a gradcomp algorithm between real\n"
+         "  processes. Prints loss, test accuracy and step time per epoch.\n"
+         "\n"
+         "OPTIONS\n"
          "  --algo NAME          allreduce algorithm (default dense)\n"
          "  --model mlp|cnn      784-512-256-10 MLP (default) or a small CNN\n"
          "  --epochs N           passes over the training set (default 2)\n"
@@ -261,7 +271,15 @@ std::string usage() {
          "  -J, --json FILE      write per-epoch results as a JSON array\n"
          "  --ranks N            launch N local ranks of this command\n"
          "  --param NAME=VALUE   any registry parameter (name without GRADCOMP_)\n"
-         "Algorithm parameter flags:\n" + algoParams;
+         "  -h, --help           this help\n"
+         "Algorithm parameter flags:\n" + algoParams +
+         "\n"
+         "EXIT STATUS\n"
+         "  0 when training finished; 1 when a rank failed (data missing, a communication\n"
+         "  error); 2 for a usage error.\n"
+         "\n"
+         "SEE ALSO\n"
+         "  gradcomp-bench(1), gradcomp-run(1); docs/usage.md\n";
 }
 
 }  // namespace gradcomp::train
