@@ -43,11 +43,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The counts as a final, all-rank count.
   std::vector<uint8_t> decision(device::packedBytes(n, 1));
-  s = dev.signMajority(counts.data(), inBits, n, nranks, gradcomp::device::SignTies{true, 7}, 0,
-                       decision.data());
+  // Both tie rules: hash (a tie goes to signTieUp's side) and negative (-1).
+  const bool hashTies = (size & 1) != 0;
+  const device::SignTies ties{hashTies, 7};
+  const uint64_t indexBase = 1000;
+  s = dev.signMajority(counts.data(), inBits, n, nranks, ties, indexBase, decision.data());
   if (s.ok()) {
-    for (size_t i = 0; i < n; ++i)
-      FUZZ_CHECK(field(decision.data(), i, 1) == (2 * field(counts.data(), i, inBits) > uint32_t(nranks)));
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t twice = 2 * field(counts.data(), i, inBits);
+      const bool up = twice > uint32_t(nranks) ||
+                      (twice == uint32_t(nranks) && device::signTieUp(ties, indexBase + i));
+      FUZZ_CHECK(field(decision.data(), i, 1) == uint32_t(up));
+    }
   } else {
     FUZZ_CHECK(s.code() == Err::RemoteError || s.code() == Err::InvalidArgument);
   }
