@@ -91,10 +91,12 @@
     "auto: time limit of the calibration probe (at least GRADCOMP_AUTO_PROBE_MS is used). Past it, at a phase boundary, the probe gives up on every rank and the communicator runs dense, with a message naming this variable.") \
   X(AUTO_REFINE_CALLS, Int, "16", "1..1000000",                                            \
     "auto: calls of a size class between agreements of measured call times (a small exchange across ranks) that refine the model.") \
+  X(AUTO_TRIAL_MS, Int, "250", "0..600000",                                                \
+    "auto: predicted time of a size class's trials: rounds (two calls per tried candidate, the second measured) are added to three while the model predicts they fit, up to eight, so cheap sizes are decided on more calls; 0: three rounds.") \
   X(AUTO_HYSTERESIS, Double, "0.1", "0..1",                                                \
     "auto: a size class moves to another candidate only when that one is predicted this fraction faster than the current one.") \
   X(AUTO_EXPLORE, Double, "3", "1..100",                                                   \
-    "auto: a size class first tries every candidate predicted within this factor of the best prediction, three rounds of two calls each (the second measured; the median agreed across ranks); 1 trusts the model alone.") \
+    "auto: a size class first tries every candidate predicted within this factor of the best prediction (3 to 8 rounds of two calls each, GRADCOMP_AUTO_TRIAL_MS; per measured call the slowest rank's time, the median over calls decides); 1 trusts the model alone.") \
   X(ALGO, String, "off", "",                                                                \
     "NCCL interposer and CollNet plugin: algorithm for eligible ncclAllReduce calls and CollNet chunks (a registry name such as qsgd, or auto: per call the candidate of GRADCOMP_AUTO_CANDIDATES a model calibrated on this job predicts fastest), or off for pure pass-through (the CollNet plugin then offers no device).") \
   X(COMMS, String, "all", "",                                                               \

@@ -103,6 +103,7 @@ TEST_CASE("auto: ranks with different local timings hold one model and choose al
   REQUIRE(run.config.set("AUTO_PROBE_LIMIT_MS", "60000", "test").ok());
   REQUIRE(run.config.set("AUTO_REFINE_CALLS", "3", "test").ok());
   REQUIRE(run.config.set("AUTO_EXPLORE", "100", "test").ok());  // every candidate gets trials
+  REQUIRE(run.config.set("AUTO_TRIAL_MS", "0", "test").ok());    // three rounds
   // Three sizes interleaved: several classes, trials and agreements in each.
   for (int i = 0; i < 20; ++i)
     for (size_t n : {size_t(70000), size_t(300000), size_t(9000)}) run.counts.push_back(n);
@@ -125,16 +126,17 @@ TEST_CASE("auto: switching to dense sends and clears the residual, and back to a
           "[auto]") {
   // Two candidates, topka at density 0.05 (its error feedback is exact: what
   // a rank does not send stays in its residual) and dense. The hook makes
-  // measured dense calls 1000x slower at first (the trials pick topka), then
-  // from call 12 topka's (a retrial of dense, whose factor went stale, moves
-  // the choice to dense), then from call 40 dense's again (a retrial of
-  // topka moves it back).
+  // measured dense calls 1000x slower at first (the trials, three rounds,
+  // pick topka), then from call 12 topka's (a re-check of dense moves the
+  // choice to dense), then from call 40 dense's again (a re-check of topka
+  // moves it back).
   AutoRun run;
   run.ranks = 3;
   REQUIRE(run.config.set("AUTO_CANDIDATES", "topka:DENSITY=0.05,dense", "test").ok());
   REQUIRE(run.config.set("AUTO_PROBE_LIMIT_MS", "60000", "test").ok());
   REQUIRE(run.config.set("AUTO_REFINE_CALLS", "2", "test").ok());
   REQUIRE(run.config.set("AUTO_EXPLORE", "100", "test").ok());
+  REQUIRE(run.config.set("AUTO_TRIAL_MS", "0", "test").ok());
   run.counts.assign(75, 20000);
   run.keepOutputs = true;
   auto phase = std::make_shared<std::vector<int>>(3, 0);  // per rank: 0 dense slow, 1 topka slow

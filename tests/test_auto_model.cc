@@ -150,6 +150,7 @@ TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate"
   o.explore = 3;
   o.trialRounds = 3;
   o.trialBlock = 2;
+  o.trialBudgetS = 0;  // no rounds beyond the three
   o.refineCalls = 4;
   Chooser ch(o, 4);
   const ClassKey k = classOf(16 << 20, DataType::Float32);
@@ -169,11 +170,11 @@ TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate"
                             base[size_t(c.candidate)]);
   }
   REQUIRE(ch.agreementDue(k));
+  // One word per measured call, candidate by candidate (c2, c3 never ran).
   std::vector<double> words = ch.windowWords(k);
-  CHECK(words[0] == Approx(-3.0));  // negated median ratio of c0
-  CHECK(words[1] == 3);             // measured calls of c0
-  CHECK(words[2] == Approx(-1.0));  // c1: the outlier is not the median
-  CHECK(words[5] == 0);             // c2 never ran
+  REQUIRE(words.size() == 6);
+  CHECK(words[0] == Approx(3.0));
+  CHECK(words[4] == Approx(0.5 / 0.012));  // c1's outlier
   ch.absorb(k, words, base);
   CHECK_FALSE(ch.agreementDue(k));
   Choice c = ch.choose(k, base, true);
@@ -186,7 +187,8 @@ TEST_CASE("auto chooser: trials, agreement, then the fastest measured candidate"
   CHECK(rep[0].callsBy == std::vector<uint64_t>{6, 7, 0, 0});
   CHECK(rep[0].measuredS[0] == Approx(0.030));
   CHECK(rep[0].factor[0] == Approx(3.0));
-  CHECK(rep[0].factor[1] == Approx(1.0));
+  CHECK(rep[0].factor[1] == Approx(1.0));  // the median: the outlier does not count
+  CHECK(rep[0].agreedCalls == std::vector<uint64_t>{3, 3, 0, 0});
 }
 
 TEST_CASE("auto chooser: the baseline (dense) is tried within explore^2 of the best", "[auto]") {
@@ -232,8 +234,9 @@ TEST_CASE("auto chooser: hysteresis keeps a size on its candidate until another 
   CHECK(ch.choose(k, base, true).candidate == 0);
   // c0 measured 11.5 ms: c1 (11 ms) is faster, but by less than 10%: stay.
   CHECK(runWindow(0.0115) == 0);
-  // c0 measured 13 ms: c1 is more than 10% faster: move.
-  CHECK(runWindow(0.013) == 1);
+  // c0 measured 14 ms: its factor, the median over both windows' calls, is
+  // 1.275; c1 is more than 10% faster: move.
+  CHECK(runWindow(0.014) == 1);
 }
 
 TEST_CASE("auto chooser: without measurements the model alone decides, no agreements",

@@ -233,7 +233,7 @@ TEST_CASE("gradcomp-bench --help lists the flags and exits 0", "[bench]") {
 
 TEST_CASE("gradcomp-bench --algo auto names the candidates the timed calls ran", "[bench][mp]") {
   const Result r = runBench({"--ranks", "3", "--algo", "auto", "--auto-probe-limit-ms", "60000",
-                             "-b", "256K", "-e", "1M", "-f", "4", "-w", "26", "-n", "4", "-c", "0",
+                             "-b", "256K", "-e", "1M", "-f", "4", "-w", "64", "-n", "4", "-c", "0",
                              "-J", "auto.json"},
                             {}, 240);
   INFO("stdout: " << r.out << "\nstderr: " << r.err);

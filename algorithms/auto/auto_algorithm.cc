@@ -37,7 +37,7 @@ GC_REGISTER_ALGORITHM(
      "predicts fastest (probe at the first call, measured times agreed across ranks)",
      {param::Id::AUTO_CANDIDATES, param::Id::AUTO_PROBE_MS, param::Id::AUTO_PROBE_LIMIT_MS,
       param::Id::AUTO_REFINE_CALLS,
-      param::Id::AUTO_HYSTERESIS, param::Id::AUTO_EXPLORE, param::Id::DENSE_RD_MAX_BYTES,
+      param::Id::AUTO_TRIAL_MS, param::Id::AUTO_HYSTERESIS, param::Id::AUTO_EXPLORE, param::Id::DENSE_RD_MAX_BYTES,
       param::Id::EF, param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::TOPK_TAU_PRIME,
       param::Id::WARMUP_CALLS, param::Id::BITS, param::Id::BUCKET, param::Id::RBF_MANTISSA,
       param::Id::RBF_VMAX, param::Id::QUANT_SEED, param::Id::SIGN_EF, param::Id::SIGN_TIES,

@@ -5,6 +5,32 @@
 #include <numeric>
 
 namespace gradcomp::algo::autosel {
+namespace {
+
+double medianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// The noise of agreed calls, relative: 2 * median absolute deviation / median
+// (for calls uniform in m * (1 +- a) that is a; one outlier does not move it).
+double noiseOf(const std::vector<double>& v) {
+  const double m = medianOf(v);
+  if (v.size() < 2 || !(m > 0)) return 0;
+  std::vector<double> dev;
+  for (double x : v) dev.push_back(std::fabs(x - m));
+  return 2 * medianOf(dev) / m;
+}
+
+std::vector<double> ratios(const std::vector<AgreedCall>& h) {
+  std::vector<double> v;
+  for (const auto& a : h) v.push_back(a.ratio);
+  return v;
+}
+
+}  // namespace
 
 ClassKey classOf(size_t bytes, DataType dtype) {
   ClassKey k;
@@ -18,6 +44,8 @@ ClassKey classOf(size_t bytes, DataType dtype) {
 Chooser::Chooser(ChooserOptions options, size_t candidates) : o_(options), n_(candidates) {
   o_.trialRounds = std::max(1, o_.trialRounds);
   o_.trialBlock = std::max(1, o_.trialBlock);
+  o_.maxTrialRounds = std::max(o_.trialRounds, o_.maxTrialRounds);
+  o_.confirmCalls = std::max(1, o_.confirmCalls);
   o_.retrialCalls = std::max(1, o_.retrialCalls);
   o_.refineCalls = std::max(1, o_.refineCalls);
 }
@@ -27,6 +55,9 @@ Chooser::ClassState& Chooser::state(const ClassKey& key) {
   if (s.factor.empty()) {
     s.factor.assign(n_, 1.0);
     s.window.assign(n_, {});
+    s.windowN.assign(n_, 0);
+    s.history.assign(n_, {});
+    s.confirmed.assign(n_, false);
     s.callsBy.assign(n_, 0);
     s.measuredN.assign(n_, 0);
     s.measuredAt.assign(n_, 0);
@@ -51,7 +82,7 @@ int Chooser::best(const ClassState& s, const std::vector<double>& base) const {
 }
 
 uint64_t Chooser::trialLength(const ClassState& s) const {
-  return uint64_t(o_.trialRounds) * uint64_t(o_.trialBlock) * s.trial.size();
+  return s.rounds * uint64_t(o_.trialBlock) * s.trial.size();
 }
 
 bool Chooser::agreementDue(const ClassKey& key) const {
@@ -65,65 +96,100 @@ bool Chooser::agreementDue(const ClassKey& key) const {
 }
 
 std::vector<double> Chooser::windowWords(const ClassKey& key) const {
-  std::vector<double> w(2 * n_, 0.0);
+  std::vector<double> w;
   auto it = classes_.find(key);
   if (it == classes_.end()) return w;
-  const ClassState& s = it->second;
-  for (size_t c = 0; c < n_; ++c) {
-    std::vector<double> v = s.window[c];
-    if (!v.empty()) {
-      // The median: one call preempted by the OS or another job does not
-      // move it (a mean of three would).
-      std::sort(v.begin(), v.end());
-      const size_t m = v.size() / 2;
-      w[2 * c] = -(v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2);
-    } else {
-      w[2 * c] = -1.0;
-    }
-    w[2 * c + 1] = double(v.size());
-  }
+  for (const std::vector<double>& v : it->second.window) w.insert(w.end(), v.begin(), v.end());
   return w;
+}
+
+// Adds one agreement's calls of candidate c (slots: per call, the max over
+// ranks; NaN or non-positive: some rank had no usable time) to its history;
+// entries kRetrialAgreements agreements old go first (conditions change),
+// and with them the confirm re-check done in their period.
+void Chooser::merge(ClassState& s, size_t c, const double* slots, size_t n) {
+  std::vector<AgreedCall> fresh;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(slots[i]) && slots[i] > 0)
+      fresh.push_back(AgreedCall{slots[i], s.agreements});
+  if (fresh.empty()) return;
+  std::vector<AgreedCall>& h = s.history[c];
+  auto stale = [&](const AgreedCall& a) { return s.agreements - a.at >= kRetrialAgreements; };
+  h.erase(std::remove_if(h.begin(), h.end(), stale), h.end());
+  if (h.empty()) s.confirmed[c] = false;
+  h.insert(h.end(), fresh.begin(), fresh.end());
+  if (h.size() > kHistory) h.erase(h.begin(), h.end() - std::ptrdiff_t(kHistory));
+  s.factor[c] = medianOf(ratios(h));
+  s.measuredAt[c] = s.agreements;
 }
 
 void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
                      const std::vector<double>& base) {
   ClassState& s = state(key);
   ++s.agreements;
-  for (size_t c = 0; c < n_ && 2 * c + 1 < agreed.size(); ++c) {
-    const double ratio = -agreed[2 * c];
-    if (agreed[2 * c + 1] > 0 && std::isfinite(ratio) && ratio > 0) {
-      s.factor[c] = ratio;
-      s.measuredAt[c] = s.agreements;
-    }
+  size_t at = 0;
+  for (size_t c = 0; c < n_; ++c) {
+    const size_t k = s.window[c].size();
+    if (at + k <= agreed.size()) merge(s, c, agreed.data() + at, k);
+    at += k;
+    s.window[c].clear();
+    s.windowN[c] = 0;
   }
-  for (auto& v : s.window) v.clear();
   s.sinceAgree = 0;
   s.retrial = -1;
   const int pick = best(s, base);
   if (!s.steady) {
     s.steady = true;
     s.current = pick;
+  } else {
+    if (s.current < 0) s.current = pick;
+    if (pick >= 0 && pick != s.current) {
+      const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
+      const double alt = base[size_t(pick)] * s.factor[size_t(pick)];
+      if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis)) s.current = pick;
+    }
+  }
+  scheduleRecheck(s, base);
+}
+
+// Re-checks (chooser.h, 5a then 5b): at most one, run before the current
+// candidate's next call and followed by an agreement.
+void Chooser::scheduleRecheck(ClassState& s, const std::vector<double>& base) {
+  s.retrialLeft = s.retrialLength = 0;
+  if (s.current < 0) return;
+  const size_t cur = size_t(s.current);
+  const double now = base[cur] * s.factor[cur];
+  const double noiseNow = noiseOf(ratios(s.history[cur]));
+  // 5a: a runner-up within the noise of the current estimate, on few calls
+  // (once the current one is measured: the model's word alone has no noise).
+  double bestEst = 0;
+  for (size_t c = 0; c < n_ && c < base.size() && !s.history[cur].empty(); ++c) {
+    const std::vector<AgreedCall>& h = s.history[c];
+    if (c == cur || !std::isfinite(base[c]) || h.empty() || s.confirmed[c]) continue;
+    if (h.size() >= size_t(o_.confirmCalls)) continue;
+    const double est = base[c] * s.factor[c];
+    const double margin = std::max({o_.hysteresis, noiseNow, noiseOf(ratios(h))});
+    if (!(est < now * (1.0 + margin))) continue;
+    if (s.retrial < 0 || est < bestEst) s.retrial = int(c), bestEst = est;
+  }
+  if (s.retrial >= 0) {
+    const size_t c = size_t(s.retrial);
+    s.confirmed[c] = true;
+    s.retrialLength = uint64_t(o_.confirmCalls) - s.history[c].size() + 1;
+    s.retrialLeft = s.retrialLength;
     return;
   }
-  if (s.current < 0) s.current = pick;
-  if (pick >= 0 && pick != s.current) {
-    const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
-    const double alt = base[size_t(pick)] * s.factor[size_t(pick)];
-    if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis)) s.current = pick;
-  }
-  // Retrial: a candidate whose factor is stale (measured kRetrialAgreements
-  // or more agreements ago, or never) and that the model alone predicts
-  // faster than what the current one measures gets retrialCalls calls, then
-  // an agreement: conditions change (a transient slowed it), and a factor is
-  // only refreshed by running. At most retrialCalls calls per that many windows.
-  if (s.current < 0) return;
-  const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
+  // 5b: a candidate whose factor is stale (measured kRetrialAgreements or
+  // more agreements ago, or never) and that the model alone predicts faster
+  // than what the current one measures: conditions change (a transient
+  // slowed it), and a factor is only refreshed by running. At most
+  // retrialCalls calls per that many agreements.
   for (size_t c = 0; c < n_ && c < base.size(); ++c) {
-    if (int(c) == s.current || !std::isfinite(base[c]) || !(base[c] < now)) continue;
+    if (c == cur || !std::isfinite(base[c]) || !(base[c] < now)) continue;
     if (s.agreements - s.measuredAt[c] < kRetrialAgreements) continue;
     if (s.retrial < 0 || base[c] < base[size_t(s.retrial)]) s.retrial = int(c);
   }
-  s.retrialLeft = s.retrial >= 0 ? uint64_t(o_.retrialCalls) : 0;
+  if (s.retrial >= 0) s.retrialLength = s.retrialLeft = uint64_t(o_.retrialCalls);
 }
 
 Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, bool measurable) {
@@ -140,6 +206,13 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
       }
       std::stable_sort(s.trial.begin(), s.trial.end(),
                        [&](int a, int b) { return base[size_t(a)] < base[size_t(b)]; });
+      // Rounds: trialRounds, more while the predicted trials fit the budget.
+      double roundS = 0;
+      for (int c : s.trial) roundS += base[size_t(c)] * o_.trialBlock;
+      s.rounds = uint64_t(o_.trialRounds);
+      while (s.rounds < uint64_t(o_.maxTrialRounds) &&
+             double(s.rounds + 1) * roundS <= o_.trialBudgetS)
+        ++s.rounds;
     }
     if (s.trial.size() <= 1) {
       s.trial.clear();
@@ -160,7 +233,7 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
     ch.record = s.measurable && (block == 1 || s.calls % block != 0);
   } else if (s.retrial >= 0 && s.retrialLeft > 0) {
     ch.candidate = s.retrial;
-    ch.record = s.measurable && s.retrialLeft < uint64_t(o_.retrialCalls);
+    ch.record = s.measurable && s.retrialLeft < s.retrialLength;
     --s.retrialLeft;
   } else {
     ch.candidate = s.current;
@@ -181,11 +254,18 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
 }
 
 void Chooser::record(const ClassKey& key, int candidate, double seconds, double baseS) {
-  if (candidate < 0 || size_t(candidate) >= n_ || !(baseS > 0) || !std::isfinite(seconds)) return;
+  if (candidate < 0 || size_t(candidate) >= n_) return;
   ClassState& s = state(key);
-  s.window[size_t(candidate)].push_back(seconds / baseS);
-  s.measuredSum[size_t(candidate)] += seconds;
-  s.measuredN[size_t(candidate)]++;
+  // Every measured call takes its slot, usable or not (NaN), so that slot i
+  // is the same call on every rank; the last kWindowSlots are kept.
+  const size_t c = size_t(candidate);
+  const double ratio = baseS > 0 && std::isfinite(seconds) ? seconds / baseS : NAN;
+  if (s.window[c].size() < kWindowSlots) s.window[c].push_back(ratio);
+  else s.window[c][s.windowN[c] % kWindowSlots] = ratio;
+  s.windowN[c]++;
+  if (std::isnan(ratio)) return;
+  s.measuredSum[c] += seconds;
+  s.measuredN[c]++;
 }
 
 std::vector<ClassReport> Chooser::report() const {
@@ -201,6 +281,7 @@ std::vector<ClassReport> Chooser::report() const {
       r.predictedS.push_back(s.callsBy[c] ? s.predictedSum[c] / double(s.callsBy[c]) : 0);
       r.modelS.push_back(s.callsBy[c] ? s.modelSum[c] / double(s.callsBy[c]) : 0);
       r.measuredS.push_back(s.measuredN[c] ? s.measuredSum[c] / double(s.measuredN[c]) : -1);
+      r.agreedCalls.push_back(s.history[c].size());
     }
     r.factor = s.factor;
     r.steady = s.steady;

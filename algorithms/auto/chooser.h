@@ -4,26 +4,48 @@
 // (absorb(), after the caller's exchange), never a rank-local time, so every
 // rank makes the same choice for the same call.
 //
+// The statistic. A call's cost to the job is its time on the slowest rank, so
+// an agreement takes, per measured call, the max over ranks of measured /
+// predicted (windowWords: one slot per call, the tuner's slot-wise max); a
+// candidate's factor is the median over its agreed calls (`history`: up to
+// kHistory, none older than kRetrialAgreements agreements), so one call
+// preempted by the OS does not move it. (Before: each rank's median of its
+// own calls, then the min over ranks: biased low, more so for a noisy
+// candidate, and 3 calls per candidate decided.)
+//
 // A size class is (dtype, floor(log2 bytes)). Its life:
 //  1. First call: the trial set is every usable candidate predicted within
 //     `explore` times the best prediction (the baseline within explore^2),
-//     best first (one candidate: no trials). Without measurements (an asynchronous executor) the best
-//     prediction is final.
-//  2. Trials: `trialRounds` rounds, in each a block of `trialBlock` calls per
-//     trial candidate; all but a block's first call are measured (it pays
-//     one-time costs: buffers, thresholds, a switch).
-//  3. The first call after the trials starts with an agreement (absorb):
-//     factor_c = agreed median of measured / predicted; the choice is the
-//     least predicted * factor.
+//     best first (one candidate: no trials). Without measurements (an
+//     asynchronous executor) the best prediction is final.
+//  2. Trials: R rounds, in each a block of `trialBlock` calls per trial
+//     candidate; all but a block's first call are measured (it pays one-time
+//     costs: buffers, thresholds, a switch). R is sized by predicted time:
+//     rounds are added to `trialRounds` while the trials fit `trialBudgetS`,
+//     up to `maxTrialRounds`. Bound: R * trialBlock * candidates calls, R
+//     in [trialRounds, maxTrialRounds]; R = trialRounds where trialRounds + 1
+//     rounds are predicted over trialBudgetS (large classes: 24 calls for
+//     four candidates, as before).
+//  3. The first call after the trials starts with an agreement (absorb); the
+//     choice is the least predicted * factor.
 //  4. Steady: the chosen candidate runs; every `refineCalls` calls another
 //     agreement refreshes the factors of what ran, and the choice moves only
 //     when another candidate is predicted `hysteresis` (a fraction) faster,
 //     so a size does not flip between algorithms on noise.
-//  5. Retrial: when a candidate's factor is stale (kRetrialAgreements
-//     agreements old, or never measured) and the model alone predicts it
-//     faster than the current one measures, it runs `retrialCalls` calls and
-//     an agreement follows, so a candidate once measured slow (a transient)
-//     is not written off for good.
+//  5. Re-checks, after any agreement, at most one at a time:
+//     a. confirm: a candidate with fewer than `confirmCalls` agreed calls
+//        whose estimate is within the noise of the current one's (measured)
+//        estimate (margin: max(hysteresis, either's agreed calls' relative
+//        noise, 2 * median absolute deviation / median)) runs
+//        confirmCalls - (its agreed calls) + 1 calls, then an agreement: a
+//        runner-up a few unlucky trial calls wrote off is corrected at once.
+//        Once per candidate until its history goes stale. Bound, with the
+//        defaults: trials plus these take at most 16 calls per tried
+//        candidate, 2R + (9 - R) for R < 8 (64 for four candidates).
+//     b. stale: a candidate whose factor is kRetrialAgreements agreements old
+//        (or never measured) and that the model alone predicts faster than
+//        the current one measures runs `retrialCalls` calls, so a candidate
+//        once measured slow (a transient) is not written off for good.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +59,10 @@
 namespace gradcomp::algo::autosel {
 
 constexpr uint64_t kRetrialAgreements = 8;
+// Agreed calls kept per candidate, and measured calls per candidate in one
+// agreement's words (the last ones when more ran): bounds the exchange to
+// P * candidates * kWindowSlots doubles at most.
+constexpr size_t kHistory = 32, kWindowSlots = 32;
 
 struct ChooserOptions {
   // The baseline (dense; -1: none) is tried within explore^2 of the best
@@ -45,7 +71,10 @@ struct ChooserOptions {
   int baseline = -1;
   double explore = 3;
   double hysteresis = 0.1;
-  int trialRounds = 3, trialBlock = 2;
+  int trialRounds = 3, trialBlock = 2;   // trialRounds: the least rounds
+  int maxTrialRounds = 8;
+  double trialBudgetS = 0.25;            // predicted seconds rounds are added within
+  int confirmCalls = 8;
   int retrialCalls = 4;
   int refineCalls = 16;
 };
@@ -74,12 +103,17 @@ struct ClassReport {
   // Per candidate: calls, mean predicted seconds per call (the model's
   // prediction times the agreed factor when it ran; modelS: the model's
   // alone), mean measured seconds per measured call on this rank (-1: none
-  // measured), measured calls, agreed factor.
+  // measured), measured calls, agreed calls behind the factor, agreed factor.
   std::vector<uint64_t> callsBy;
   std::vector<double> predictedS, modelS, measuredS;
-  std::vector<uint64_t> measuredCalls;
+  std::vector<uint64_t> measuredCalls, agreedCalls;
   std::vector<double> factor;
   bool steady = false;
+};
+
+struct AgreedCall {
+  double ratio;  // max over ranks of measured / predicted, one call
+  uint64_t at;   // the agreement that brought it
 };
 
 class Chooser {
@@ -89,12 +123,14 @@ class Chooser {
   // Whether the next call of `key` must start with an agreement (the caller
   // then exchanges windowWords(key) and calls absorb with the slot-wise max).
   bool agreementDue(const ClassKey& key) const;
-  // This rank's measurements since the last agreement, per candidate:
-  // [-median ratio, count] (negated: the max over ranks then yields the
-  // smallest, the rank that arrived last and so waited least; see tuner.h).
+  // This rank's measurements since the last agreement: measured / predicted
+  // per measured call, candidate by candidate, the last kWindowSlots of each
+  // (NaN: not a usable time). The layout follows the measured-call counts,
+  // which every rank shares, so slot i is the same call on every rank.
   std::vector<double> windowWords(const ClassKey& key) const;
-  // `agreed`: slot-wise max of every rank's windowWords; `base`: the model's
-  // predictions for this call's size per candidate.
+  // `agreed`: slot-wise max of every rank's windowWords (per call, the
+  // slowest rank); `base`: the model's predictions for this call's size per
+  // candidate.
   void absorb(const ClassKey& key, const std::vector<double>& agreed,
               const std::vector<double>& base);
   // The candidate for the next call of `key`; `measurable`: the caller can
@@ -109,19 +145,25 @@ class Chooser {
   struct ClassState {
     uint64_t calls = 0, sinceAgree = 0, agreements = 0;
     int retrial = -1;  // candidate being re-measured (steady), -1: none
-    uint64_t retrialLeft = 0;
+    uint64_t retrialLeft = 0, retrialLength = 0;
     std::vector<uint64_t> measuredAt;  // agreement that last refreshed each factor
     bool started = false, steady = false, measurable = false;
     std::vector<int> trial;
+    uint64_t rounds = 0;
     int current = -1, lastRun = -1;
     std::vector<double> factor;
-    std::vector<std::vector<double>> window;  // measured / predicted since the last agreement
+    std::vector<std::vector<AgreedCall>> history;
+    std::vector<bool> confirmed;  // had its confirm re-check (5a) this staleness period
+    std::vector<std::vector<double>> window;  // this rank's ratios since the last agreement
+    std::vector<uint64_t> windowN;            // measured calls since then (window: the last)
     std::vector<uint64_t> callsBy, measuredN;
     std::vector<double> predictedSum, modelSum, measuredSum;
   };
   ClassState& state(const ClassKey& key);
   int best(const ClassState& s, const std::vector<double>& base) const;
   uint64_t trialLength(const ClassState& s) const;
+  void merge(ClassState& s, size_t c, const double* slots, size_t n);
+  void scheduleRecheck(ClassState& s, const std::vector<double>& base);
 
   ChooserOptions o_;
   size_t n_;

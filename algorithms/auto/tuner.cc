@@ -17,8 +17,10 @@ std::unique_ptr<Algorithm> makeDense() {
 
 Status readOptions(const param::Overrides& config, ChooserOptions* o, double* budgetS,
                    double* limitS) {
-  int64_t refine = 0, probeMs = 0, limitMs = 0;
+  int64_t refine = 0, probeMs = 0, limitMs = 0, trialMs = 0;
   GC_CHECK(config.getInt(param::Id::AUTO_REFINE_CALLS, &refine));
+  GC_CHECK(config.getInt(param::Id::AUTO_TRIAL_MS, &trialMs));
+  o->trialBudgetS = double(trialMs) / 1e3;
   GC_CHECK(config.getInt(param::Id::AUTO_PROBE_MS, &probeMs));
   GC_CHECK(config.getInt(param::Id::AUTO_PROBE_LIMIT_MS, &limitMs));
   *limitS = double(limitMs) / 1e3;
@@ -108,19 +110,18 @@ Status AutoTuner::calibrate(Context& ctx) {
   return Status::Ok();
 }
 
-void AutoTuner::logAgreement(const ClassKey& key, const std::vector<double>& agreed,
-                             const std::vector<double>& base) const {
+void AutoTuner::logAgreement(const ClassKey& key, const std::vector<double>& base) const {
   for (const ClassReport& r : chooser_->report()) {
     if (r.key < key || key < r.key) continue;
     std::string text;
     for (size_t c = 0; c < candidates_.size(); ++c) {
       char item[160];
-      snprintf(item, sizeof item, "%s%s %.3f ms x %.2f%s", c ? ", " : "",
+      snprintf(item, sizeof item, "%s%s %.3f ms x %.2f (%llu calls)", c ? ", " : "",
                candidates_[c].spec.label.c_str(), base[c] * 1e3, r.factor[c],
-               agreed[2 * c + 1] > 0 ? " (measured now)" : "");
+               (unsigned long long)r.agreedCalls[c]);
       text += item;
     }
-    GC_INFO(ALGO, "auto: %s class 2^%d B: model x agreed factor: %s; choice %s",
+    GC_INFO(ALGO, "auto: %s class 2^%d B: model x agreed factor (agreed calls): %s; choice %s",
             dtypeName(key.dtype), key.log2Bytes, text.c_str(),
             r.current >= 0 ? candidates_[size_t(r.current)].spec.label.c_str() : "none");
   }
@@ -139,7 +140,7 @@ Status AutoTuner::plan(Context& ctx, const AllreduceArgs& args, bool measurable,
       std::vector<double> agreed;
       GC_CHECK(agreeMax(c, *agreeDense_, chooser_->windowWords(d.key), &agreed));
       chooser_->absorb(d.key, agreed, base);
-      if (log::enabled(log::Level::Info, log::ALGO)) logAgreement(d.key, agreed, base);
+      if (log::enabled(log::Level::Info, log::ALGO)) logAgreement(d.key, base);
     }
     const Choice ch = chooser_->choose(d.key, base, measurable);
     d.candidate = ch.candidate;

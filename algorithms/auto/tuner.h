@@ -7,9 +7,9 @@
 // Every decision is a function of data all ranks share: the call's arguments,
 // per-class call counts, and the model and measurements agreed across ranks.
 // Measured call times enter only through agreements at fixed call counts
-// (chooser.h), as the minimum over ranks of each rank's median ratio measured /
-// predicted: the rank that arrived last waited least for the others, so its
-// time is the collective's own.
+// (chooser.h): per measured call the max over ranks of measured / predicted
+// (the job waits for its slowest rank), then per candidate the median over
+// its agreed calls.
 //
 // Error feedback across a switch: a tensor whose last call ran a compressing
 // candidate may hold a residual. When its next call chooses dense, that call
@@ -90,8 +90,7 @@ class AutoTuner {
   void setTimingHook(TimingHook hook) { hook_ = std::move(hook); }
 
  private:
-  void logAgreement(const ClassKey& key, const std::vector<double>& agreed,
-                    const std::vector<double>& base) const;
+  void logAgreement(const ClassKey& key, const std::vector<double>& base) const;
 
   struct Candidate {
     CandidateSpec spec;

@@ -98,7 +98,8 @@ std::string autoJson(int rule, const algo::autosel::TunerReport& r) {
       os << sep << jsonString(r.labels[c]) << ": {\"calls\": " << k.callsBy[c]
          << ", \"predicted_s\": " << secondsJson(k.predictedS[c])
          << ", \"measured_s\": " << secondsJson(k.measuredS[c])
-         << ", \"measured_calls\": " << k.measuredCalls[c] << ", \"factor\": " << k.factor[c]
+         << ", \"measured_calls\": " << k.measuredCalls[c]
+         << ", \"agreed_calls\": " << k.agreedCalls[c] << ", \"factor\": " << k.factor[c]
          << "}";
       sep = ", ";
     }

@@ -2,11 +2,14 @@
 """auto_compare.py: GRADCOMP_ALGO=auto against every fixed candidate.
 
   auto_compare.py loopback --build BUILD --out FILE [--sizes 1M,16M,100M] [--ranks 4]
-        [--iters 3] [--warmup 2] [--auto-warmup 26]
+        [--iters 3] [--warmup 64]
       runs gradcomp-bench --ranks P (UCX shared memory on this machine) for
       dense, qsgd 8 bit, qsgd 4 bit, oktopk d=0.01 and auto, one invocation per
       configuration and size (auto calibrates in each), and writes the rows
-      in gradcomp-lab's format (rate "loopback").
+      in gradcomp-lab's format (rate "loopback"). Every row warms up with
+      --warmup calls, enough for auto's trials and re-checks (at most 16
+      calls per tried candidate), so all are timed after the same number of
+      calls (gradcomp-lab does the same with --auto-warmup).
   auto_compare.py table LAB.json [LAB.json ...]
       prints one markdown table per rate: ms per allreduce of each
       configuration (the mean over the files that measured it, e.g. two lab
@@ -46,7 +49,7 @@ def loopback(args):
     for size in [parse_size(s) for s in args.sizes.split(",")]:
         for label, algo, flags in CONFIGS:
             out = args.out + ".tmp.json"
-            warmup = args.auto_warmup if algo == "auto" else args.warmup
+            warmup = args.warmup
             cmd = [bench, "--ranks", str(args.ranks), "--algo", algo, *flags, "-b", str(size), "-e",
                    str(size), "-n", str(args.iters), "-w", str(warmup), "-c", "0", "-J", out]
             print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -66,7 +69,7 @@ def loopback(args):
             print(f"{label:<14} {size:>10} B {row['time_s'] * 1e3:10.1f} ms {row.get('choice', '')}",
                   file=sys.stderr, flush=True)
     doc = {"format": "gradcomp-lab/1", "iters": args.iters, "warmup": args.warmup,
-           "auto_warmup": args.auto_warmup, "nproc": os.cpu_count(), "rows": rows}
+           "auto_warmup": args.warmup, "same_warmup": True, "nproc": os.cpu_count(), "rows": rows}
     json.dump(doc, open(args.out, "w"), indent=1)
     return 0
 
@@ -79,7 +82,12 @@ def table(args):
     # Repeated (rate, size, label) rows: the mean time, and every choice.
     merged = {}
     for path in args.files:
-        for r in json.load(open(path))["rows"]:
+        doc = json.load(open(path))
+        if not doc.get("same_warmup"):
+            # Before: fixed rows warmed up --warmup calls, auto --auto-warmup.
+            print(f"Note: {path}: fixed rows had {doc.get('warmup')} warm-up calls, auto "
+                  f"{doc.get('auto_warmup')} (not timed after the same number of calls).")
+        for r in doc["rows"]:
             key = (r["rate"], r["size_bytes"], r.get("label"))
             m = merged.setdefault(key, dict(r, times=[], choice_list=[]))
             if "time_s" in r:
@@ -144,8 +152,7 @@ def main():
     lp.add_argument("--sizes", default="1M,16M,100M")
     lp.add_argument("--ranks", type=int, default=4)
     lp.add_argument("--iters", type=int, default=3)
-    lp.add_argument("--warmup", type=int, default=2)
-    lp.add_argument("--auto-warmup", type=int, default=26)
+    lp.add_argument("--warmup", type=int, default=64, help="warm-up calls of every row, auto's included")
     tp = sub.add_parser("table")
     tp.add_argument("files", nargs="+")
     args = ap.parse_args()
