@@ -40,7 +40,7 @@ GC_REGISTER_ALGORITHM(
       param::Id::AUTO_HYSTERESIS, param::Id::AUTO_EXPLORE, param::Id::DENSE_RD_MAX_BYTES,
       param::Id::EF, param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::TOPK_TAU_PRIME,
       param::Id::WARMUP_CALLS, param::Id::BITS, param::Id::BUCKET, param::Id::RBF_MANTISSA,
-      param::Id::RBF_VMAX, param::Id::QUANT_SEED, param::Id::SIGN_EF, param::Id::SIGN_TIES,
+      param::Id::RBF_VMAX, param::Id::QUANT_SEED, param::Id::QUANT_OWNER_EF, param::Id::SIGN_EF, param::Id::SIGN_TIES,
       param::Id::SIGN_BLOCK, param::Id::THETA, param::Id::THETA_DECAY_CALLS,
       param::Id::FFT_CHUNK},
      [] { return std::unique_ptr<Algorithm>(new AutoAlgorithm()); },
