@@ -137,14 +137,17 @@ TEST_CASE("qsgd: wire bytes equal the schedule's formula", "[quant][qsgd]") {
 
 TEST_CASE("qsgd, rbf: owner-side error feedback matches the reference, bit for bit",
           "[quant][qsgd][rbf]") {
-  for (const char* bits : {"2", "8"})
-    for (int P : {1, 2, 3, 4, 5})
-      for (size_t n : {size_t(0), size_t(1), size_t(13), size_t(1000)})
-        for (RedOp op : {RedOp::Sum, RedOp::Avg}) {
-          const auto cfg = overrides({{"BITS", bits}, {"BUCKET", "64"}, {"QUANT_OWNER_EF", "on"}});
-          requireMatchesReference("qsgd", algo::quant::makeQsgdReference, cfg,
-                                  gaussianInputs(4, P, n, 200 + P), op);
-        }
+  // qsgd's default is on (the test above); off explicitly here too.
+  for (const char* ownerEf : {"on", "off"})
+    for (const char* bits : {"2", "8"})
+      for (int P : {1, 2, 3, 4, 5})
+        for (size_t n : {size_t(0), size_t(1), size_t(13), size_t(1000)})
+          for (RedOp op : {RedOp::Sum, RedOp::Avg}) {
+            const auto cfg =
+                overrides({{"BITS", bits}, {"BUCKET", "64"}, {"QUANT_OWNER_EF", ownerEf}});
+            requireMatchesReference("qsgd", algo::quant::makeQsgdReference, cfg,
+                                    gaussianInputs(4, P, n, 200 + P), op);
+          }
   requireMatchesReference(
       "qsgd", algo::quant::makeQsgdReference,
       overrides({{"BITS", "4"}, {"QUANT_OWNER_EF", "on"}, {"EF_DTYPE", "bfloat16"}}),

@@ -3,12 +3,12 @@
 // reduce-scatter of b-bit codes, fp32 sums at the chunk owners, allgather of
 // the re-quantized owned chunks. Error feedback keeps what this rank's own
 // quantization lost (acc - decoded codes it sent); the owners' second
-// quantization, common to all ranks, is fed back by the owner with
-// GRADCOMP_QUANT_OWNER_EF (its residual on its own chunk holds k * (sum -
-// decoded sum), k = 1 for sum, P for avg; code_exchange.h), else lost.
+// quantization, common to all ranks, is fed back by the owner (its residual
+// on its own chunk holds k * (sum - decoded sum), k = 1 for sum, P for avg;
+// code_exchange.h) unless GRADCOMP_QUANT_OWNER_EF=0.
 //
 // Parameters: GRADCOMP_BITS (1|2|4|8, default 8), GRADCOMP_BUCKET (default
-// 512), GRADCOMP_QUANT_SEED, GRADCOMP_QUANT_OWNER_EF. Rounding of element i in a call draws
+// 512), GRADCOMP_QUANT_SEED, GRADCOMP_QUANT_OWNER_EF (default on). Rounding of element i in a call draws
 // counterUniform(streamSeed(seed, call, rank, phase), i), call = the number of
 // earlier calls with the same scheduleKey on this algorithm object.
 #include <memory>
@@ -26,7 +26,7 @@ struct QsgdConfig {
   int bits = 8;
   size_t bucket = 512;
   uint64_t seed = 0;
-  bool ownerEf = false;
+  bool ownerEf = true;
 };
 
 Status readConfig(const param::Overrides& config, QsgdConfig* out) {
@@ -39,7 +39,7 @@ Status readConfig(const param::Overrides& config, QsgdConfig* out) {
   out->bucket = size_t(v);
   GC_CHECK(readInt(config, param::Id::QUANT_SEED, &v));
   out->seed = uint64_t(v);
-  return readOwnerEf(config, &out->ownerEf);
+  return readOwnerEf(config, true, &out->ownerEf);
 }
 
 // A sum of P values each at most maxAbs stays below P * maxAbs.

@@ -38,8 +38,11 @@ Status readRbfVmax(const param::Overrides& config, double* vmax) {
   return Status::Ok();
 }
 
-Status readOwnerEf(const param::Overrides& config, bool* on) {
-  return config.getBool(param::Id::QUANT_OWNER_EF, on);
+Status readOwnerEf(const param::Overrides& config, bool fallback, bool* on) {
+  param::Value v;
+  GC_CHECK(config.get(param::Id::QUANT_OWNER_EF, &v));
+  *on = v.set ? v.i != 0 : fallback;
+  return Status::Ok();
 }
 
 Status checkArgs(const char* who, const AllreduceArgs& args, bool buffers) {

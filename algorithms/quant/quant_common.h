@@ -35,8 +35,9 @@ Status readInt(const param::Overrides& config, param::Id id, int64_t* out);
 Status readRbfMantissa(const param::Overrides& config, int bits, const char* who, int* mantissa);
 // GRADCOMP_RBF_VMAX; 0 when unset (tracked from the data).
 Status readRbfVmax(const param::Overrides& config, double* vmax);
-// GRADCOMP_QUANT_OWNER_EF (qsgd, rbf): owner-side error feedback.
-Status readOwnerEf(const param::Overrides& config, bool* on);
+// GRADCOMP_QUANT_OWNER_EF (qsgd, rbf): owner-side error feedback; `fallback`
+// when unset.
+Status readOwnerEf(const param::Overrides& config, bool fallback, bool* on);
 
 // Floating dtypes only; integers are Unsupported (callers pass them to dense).
 // References pass buffers = false (they get the inputs separately).

@@ -8,7 +8,8 @@
 // and, with GRADCOMP_QUANT_OWNER_EF, the owner's phase-2 error (as qsgd).
 //
 // Parameters: GRADCOMP_BITS (3..16, default 10), GRADCOMP_RBF_MANTISSA
-// (default BITS-4), GRADCOMP_RBF_VMAX (default: tracked), GRADCOMP_QUANT_OWNER_EF.
+// (default BITS-4), GRADCOMP_RBF_VMAX (default: tracked), GRADCOMP_QUANT_OWNER_EF
+// (default off).
 #include <algorithm>
 #include <memory>
 
@@ -34,7 +35,7 @@ Status readConfig(const param::Overrides& config, RbfConfig* out) {
              "rbf: GRADCOMP_BITS=%d is not supported (accepted: 3..16)", out->bits);
   GC_CHECK(readRbfMantissa(config, out->bits, kName, &out->mantissa));
   GC_CHECK(readRbfVmax(config, &out->vmax));
-  return readOwnerEf(config, &out->ownerEf);
+  return readOwnerEf(config, false, &out->ownerEf);
 }
 
 double agreedVmax(const RbfConfig& cfg, const std::vector<device::AbsStats>& stats) {

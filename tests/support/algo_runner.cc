@@ -77,7 +77,7 @@ std::vector<Variant> variantsOf(const std::string& algo) {
   if (algo == "qsgd")
     return {{"bits=4", {{"BITS", "4"}}},
             {"bits=1", {{"BITS", "1"}}},
-            {"bits=4 owner EF", {{"BITS", "4"}, {"QUANT_OWNER_EF", "1"}}}};
+            {"bits=4 no owner EF", {{"BITS", "4"}, {"QUANT_OWNER_EF", "0"}}}};
   if (algo == "rbf")
     return {{"bits=10", {{"BITS", "10"}}}, {"owner EF", {{"QUANT_OWNER_EF", "1"}}}};
   if (algo == "wagma") return {{"blocking", {{"WAGMA_WAIT", "1"}, {"WAGMA_PERIOD", "2"}}}};
