@@ -71,6 +71,8 @@
     "rbf, fft: fixed largest magnitude vmax (larger values saturate; eps follows from it). Unset: tracked per call from the data (the largest |x| over all ranks, agreed through a small exchange).") \
   X(QUANT_SEED, Int, "0", "0..2147483647",                                                 \
     "qsgd: seed of the counter-based stochastic rounding; with the call number, rank and phase it fixes every rounding, so ranks and reruns reproduce.") \
+  X(QUANT_OWNER_EF, Bool, "", "",                                                          \
+    "qsgd, rbf: owner-side error feedback. Each chunk owner re-encodes its fp32 sum for the allgather; on, the owner keeps what that second encoding lost (times P for avg, in its own input's units) in its residual, so it is sent with the next call instead of lost. Unset: on for qsgd, off for rbf (docs/results/accuracy.md). Needs GRADCOMP_EF on.") \
   X(SIGN_EF, Bool, "1", "",                                                                \
     "sign: error feedback (EF-signSGD): keep acc - s_r*d per tensor (d the agreed decisions, s_r this rank's share of the block scale) and add it to the next call; it feeds back what the majority and its tie rule got wrong. Needs GRADCOMP_EF on.") \
   X(SIGN_TIES, Enum, "hash", "hash|negative",                                              \

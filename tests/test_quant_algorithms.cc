@@ -135,6 +135,64 @@ TEST_CASE("qsgd: wire bytes equal the schedule's formula", "[quant][qsgd]") {
   }
 }
 
+TEST_CASE("qsgd, rbf: owner-side error feedback matches the reference, bit for bit",
+          "[quant][qsgd][rbf]") {
+  // qsgd's default is on (the test above); off explicitly here too.
+  for (const char* ownerEf : {"on", "off"})
+    for (const char* bits : {"2", "8"})
+      for (int P : {1, 2, 3, 4, 5})
+        for (size_t n : {size_t(0), size_t(1), size_t(13), size_t(1000)})
+          for (RedOp op : {RedOp::Sum, RedOp::Avg}) {
+            const auto cfg =
+                overrides({{"BITS", bits}, {"BUCKET", "64"}, {"QUANT_OWNER_EF", ownerEf}});
+            requireMatchesReference("qsgd", algo::quant::makeQsgdReference, cfg,
+                                    gaussianInputs(4, P, n, 200 + P), op);
+          }
+  requireMatchesReference(
+      "qsgd", algo::quant::makeQsgdReference,
+      overrides({{"BITS", "4"}, {"QUANT_OWNER_EF", "on"}, {"EF_DTYPE", "bfloat16"}}),
+      gaussianInputs(3, 3, 2000, 5), RedOp::Avg);
+  for (int P : {1, 2, 3, 4})
+    for (RedOp op : {RedOp::Sum, RedOp::Avg})
+      requireMatchesReference("rbf", algo::quant::makeRbfReference,
+                              overrides({{"BITS", "6"}, {"QUANT_OWNER_EF", "on"}}),
+                              gaussianInputs(4, P, 999, 60 + P), op);
+}
+
+TEST_CASE("qsgd: owner-side error feedback stops the owners' errors from adding up",
+          "[quant][qsgd]") {
+  // With every encoding's error fed back, sum_t out_t differs from the exact
+  // sum_t by the final residuals only (avg: / P); without owner feedback the
+  // owners' phase-2 errors add up as a random walk. T calls of 2-bit avg:
+  // the RMS running error must be well below the one without (the residual
+  // scaled by P for avg is what makes the walk vanish: without the scaling
+  // (P-1)/P of it would remain).
+  const int P = 4, T = 64;
+  const size_t n = 1024;
+  const auto in = gaussianInputs(T, P, n, 31);
+  std::vector<double> exact(n, 0.0);
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < P; ++r)
+      for (size_t i = 0; i < n; ++i) exact[i] += double(in[t][r][i]) / P;
+  auto rmsRunningError = [&](const char* ownerEf) {
+    const auto cfg = overrides({{"BITS", "2"}, {"BUCKET", "64"}, {"QUANT_OWNER_EF", ownerEf}});
+    std::unique_ptr<algo::Reference> ref;  // bit-identical to the distributed run (above)
+    REQUIRE(algo::quant::makeQsgdReference(P, cfg, &ref).ok());
+    std::vector<std::vector<double>> out;
+    REQUIRE(test::referenceRun(*ref, in, RedOp::Avg, &out).ok());
+    double sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double total = 0;
+      for (int t = 0; t < T; ++t) total += out[t][i];
+      sq += (total - exact[i]) * (total - exact[i]);
+    }
+    return std::sqrt(sq / n);
+  };
+  const double on = rmsRunningError("on"), off = rmsRunningError("off");
+  INFO("RMS running error: owner EF on " << on << ", off " << off);
+  CHECK(on < 0.5 * off);
+}
+
 TEST_CASE("rbf: matches its reference; error within the RBF bounds", "[quant][rbf]") {
   for (int P : {1, 2, 4, 5})
     for (size_t n : {size_t(0), size_t(1), size_t(999)})

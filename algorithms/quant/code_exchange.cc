@@ -149,7 +149,8 @@ constexpr int kSendGroups = 4;
 
 Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
                      const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
-                     float* out, float* residual, uint64_t firstStep, Workspace* ws) {
+                     float* out, float* residual, uint64_t firstStep, Workspace* ws,
+                     bool ownerFeedback) {
   device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), r = ctx.net.rank();
   const size_t align = phase1.align();
@@ -202,15 +203,21 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
       GC_CHECK(phase1.decode(dev, recvBuf[s].data(), mine.size, s, sum.data(), s != 0));
     }
   }
-  // The own chunk is taken exactly: nothing of it stays behind.
-  if (residual && mine.size) GC_CHECK(dev.zero(residual + mine.begin, mine.size * 4));
+  // The own chunk is taken exactly: nothing of it stays behind (with owner
+  // feedback the phase-2 encoding below writes that part of the residual;
+  // the sum above has read acc there already, in stream order).
+  float* ownerResidual = residual && ownerFeedback ? residual + mine.begin : nullptr;
+  if (residual && !ownerResidual && mine.size)
+    GC_CHECK(dev.zero(residual + mine.begin, mine.size * 4));
   GC_CHECK(finishSum(dev, op, P, sum.data(), mine.size));
 
   // Phase 2: the owner's encoded sum to everyone; all decode the same bytes.
   device::HostArray<uint8_t>& ownBuf = ws->bytes;
   ownBuf.resize(phase2.encodedBytes(mine.size));
   GC_CHECK(phase2.encode(dev, sum.data(), mine.size, mine.begin, seeds.phase2(r), ownBuf.data(),
-                         nullptr));
+                         ownerResidual));
+  if (ownerResidual && op == RedOp::Avg && P > 1 && mine.size)
+    GC_CHECK(dev.scale(ownerResidual, mine.size, DataType::Float32, double(P)));
   GC_CHECK(phase2.decode(dev, ownBuf.data(), mine.size, r, out + mine.begin, false));
   // The sync completes the phase-1 decodes (recvBuf is reused) and the encoding.
   GC_CHECK(dev.sync());
@@ -236,11 +243,13 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
 Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const ChunkCodec& phase2,
                         const ExchangeSeeds& seeds, RedOp op,
                         const std::vector<std::vector<float>>& acc, std::vector<float>* out,
-                        std::vector<std::vector<float>>* contribution) {
+                        std::vector<std::vector<float>>* contribution,
+                        std::vector<OwnerResidual>* owner) {
   const int P = int(acc.size());
   const size_t n = acc.empty() ? 0 : acc[0].size();
   out->assign(n, 0.0f);
   if (contribution) contribution->assign(P, std::vector<float>(n, 0.0f));
+  if (owner) owner->assign(P, OwnerResidual{});
   std::vector<uint8_t> buf;
   std::vector<float> sum, part;
   for (int j = 0; j < P; ++j) {  // owner j's chunk
@@ -264,7 +273,16 @@ Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const Ch
     }
     GC_CHECK(finishSum(dev, op, P, sum.data(), c.size));
     buf.resize(phase2.encodedBytes(c.size));
-    GC_CHECK(phase2.encode(dev, sum.data(), c.size, c.begin, seeds.phase2(j), buf.data(), nullptr));
+    float* ownerResidual = nullptr;
+    if (owner) {
+      (*owner)[j].begin = c.begin;
+      (*owner)[j].values.assign(c.size, 0.0f);
+      ownerResidual = (*owner)[j].values.data();
+    }
+    GC_CHECK(phase2.encode(dev, sum.data(), c.size, c.begin, seeds.phase2(j), buf.data(),
+                           ownerResidual));
+    if (ownerResidual && op == RedOp::Avg && P > 1 && c.size)
+      GC_CHECK(dev.scale(ownerResidual, c.size, DataType::Float32, double(P)));
     GC_CHECK(phase2.decode(dev, buf.data(), c.size, j, out->data() + c.begin, false));
   }
   return Status::Ok();

@@ -7,7 +7,8 @@
 //     rank order, its own chunk taken exactly (avg: / P, fp64, one rounding);
 //   allgather: owner j encodes its sum once (phase 2) and sends it to every
 //     rank; every rank, the owner included, decodes it, so all ranks return
-//     bit-identical results.
+//     bit-identical results. With owner feedback the owner keeps what that
+//     encoding lost in its residual on its chunk (exchangeCodes).
 //
 // Data path: acc, the sums and the output are device memory; payloads are
 // host memory written and read by the codec primitives (only they cross).
@@ -93,16 +94,36 @@ struct ExchangeSeeds {
 // acc - contribution, where the contribution is what this rank's phase-1
 // encodings decode to, and acc on its own chunk (so 0 there). Uses tag steps
 // firstStep and firstStep + 1.
+//
+// ownerFeedback (owner-side error feedback, GRADCOMP_QUANT_OWNER_EF; only
+// with a residual): on its own chunk the residual holds instead what the
+// owner's phase-2 encoding lost, in this rank's input units: k * (sum -
+// decoded sum), k = 1 for sum and P for avg (the next call's result is the
+// sum of the ranks' inputs, divided by P for avg, so a residual of P * e
+// there moves it by e). Computed in the phase-2 encoding pass, then scaled
+// by the backend (fp64, one rounding; exact for P a power of two).
 Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
                      const ExchangeSeeds& seeds, RedOp op, const float* acc, size_t n,
-                     float* out, float* residual, uint64_t firstStep, Workspace* ws);
+                     float* out, float* residual, uint64_t firstStep, Workspace* ws,
+                     bool ownerFeedback = false);
+
+// What owner-side error feedback leaves in rank r's residual on its own
+// chunk [begin, begin + values.size()) (the central mirror's output).
+struct OwnerResidual {
+  size_t begin = 0;
+  std::vector<float> values;
+};
 
 // Central mirror: acc[r] for every rank; out gets the result every rank
 // returns, contribution[r] (nullable) what exchangeCodes gives rank r.
+// owner (nullable): owner-side error feedback on; (*owner)[r] is what
+// exchangeCodes with ownerFeedback leaves in rank r's residual on its own
+// chunk (bit for bit: the same encoding pass and the same scaling).
 Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const ChunkCodec& phase2,
                         const ExchangeSeeds& seeds, RedOp op,
                         const std::vector<std::vector<float>>& acc, std::vector<float>* out,
-                        std::vector<std::vector<float>>* contribution);
+                        std::vector<std::vector<float>>* contribution,
+                        std::vector<OwnerResidual>* owner = nullptr);
 
 // Posts every receive, then every send, and waits; each receive must be
 // exactly its expected length (RemoteError naming the peer and `what`).

@@ -3,10 +3,12 @@
 // reduce-scatter of b-bit codes, fp32 sums at the chunk owners, allgather of
 // the re-quantized owned chunks. Error feedback keeps what this rank's own
 // quantization lost (acc - decoded codes it sent); the owners' second
-// quantization is common to all ranks and not fed back.
+// quantization, common to all ranks, is fed back by the owner (its residual
+// on its own chunk holds k * (sum - decoded sum), k = 1 for sum, P for avg;
+// code_exchange.h) unless GRADCOMP_QUANT_OWNER_EF=0.
 //
 // Parameters: GRADCOMP_BITS (1|2|4|8, default 8), GRADCOMP_BUCKET (default
-// 512), GRADCOMP_QUANT_SEED. Rounding of element i in a call draws
+// 512), GRADCOMP_QUANT_SEED, GRADCOMP_QUANT_OWNER_EF (default on). Rounding of element i in a call draws
 // counterUniform(streamSeed(seed, call, rank, phase), i), call = the number of
 // earlier calls with the same scheduleKey on this algorithm object.
 #include <memory>
@@ -24,6 +26,7 @@ struct QsgdConfig {
   int bits = 8;
   size_t bucket = 512;
   uint64_t seed = 0;
+  bool ownerEf = true;
 };
 
 Status readConfig(const param::Overrides& config, QsgdConfig* out) {
@@ -36,7 +39,7 @@ Status readConfig(const param::Overrides& config, QsgdConfig* out) {
   out->bucket = size_t(v);
   GC_CHECK(readInt(config, param::Id::QUANT_SEED, &v));
   out->seed = uint64_t(v);
-  return Status::Ok();
+  return readOwnerEf(config, true, &out->ownerEf);
 }
 
 // A sum of P values each at most maxAbs stays below P * maxAbs.
@@ -56,7 +59,7 @@ class Qsgd final : public QuantAlgorithm {
               float* residual) override {
     MaxMinCodec codec(cfg_.bits, cfg_.bucket);
     return exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op, st.acc,
-                         args.count, out, residual, 1, &ws_);
+                         args.count, out, residual, 1, &ws_, cfg_.ownerEf);
   }
 
   QsgdConfig cfg_;
@@ -77,7 +80,8 @@ class QsgdReference final : public QuantReference {
               std::vector<std::vector<float>>* contribution, double*) override {
     MaxMinCodec codec(cfg_.bits, cfg_.bucket);
     return simulateExchange(device::cpuBackend(), codec, codec, ExchangeSeeds{cfg_.seed, call},
-                            args.op, acc, out, contribution);
+                            args.op, acc, out, contribution,
+                            cfg_.ownerEf ? &ownerResidual_ : nullptr);
   }
 
   QsgdConfig cfg_;
@@ -94,7 +98,7 @@ GC_REGISTER_ALGORITHM(
     qsgd, {kName,
            "bucketed max-min quantization, stochastic rounding; reduce-scatter of codes, "
            "allgather of re-quantized sums",
-           {param::Id::BITS, param::Id::BUCKET, param::Id::QUANT_SEED},
+           {param::Id::BITS, param::Id::BUCKET, param::Id::QUANT_SEED, param::Id::QUANT_OWNER_EF},
            [] { return std::unique_ptr<Algorithm>(new Qsgd()); },
            [](int nranks) { return registryReference<QsgdReference>(nranks, kName); }});
 

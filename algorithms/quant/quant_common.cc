@@ -38,6 +38,13 @@ Status readRbfVmax(const param::Overrides& config, double* vmax) {
   return Status::Ok();
 }
 
+Status readOwnerEf(const param::Overrides& config, bool fallback, bool* on) {
+  param::Value v;
+  GC_CHECK(config.get(param::Id::QUANT_OWNER_EF, &v));
+  *on = v.set ? v.i != 0 : fallback;
+  return Status::Ok();
+}
+
 Status checkArgs(const char* who, const AllreduceArgs& args, bool buffers) {
   GC_REQUIRE(dtypeSize(args.dtype) != 0, Err::InvalidArgument, "%s: dtype value %d is invalid",
              who, int(args.dtype));
@@ -209,12 +216,21 @@ Status CentralRanks::fallback(const std::vector<std::vector<float>>& acc,
 
 Status CentralRanks::end(const AllreduceArgs& args, bool useErrorFeedback,
                          const std::vector<std::vector<float>>& acc,
-                         const std::vector<std::vector<float>>& contribution) {
+                         const std::vector<std::vector<float>>& contribution,
+                         const std::vector<OwnerResidual>& owner) {
   if (!useErrorFeedback) return Status::Ok();
+  GC_REQUIRE(owner.empty() || int(owner.size()) == size(), Err::Internal,
+             "quantized reference: %zu owner residuals for %d ranks", owner.size(), size());
   for (int r = 0; r < size(); ++r) {
     if (!stores_[r]->enabled()) continue;
     // The accumulator is CPU reference memory: the residual is written in place.
     for (size_t i = 0; i < args.count; ++i) accs_[r][i] = acc[r][i] - contribution[r][i];
+    if (!owner.empty()) {
+      const OwnerResidual& o = owner[r];
+      GC_REQUIRE(o.begin + o.values.size() <= args.count, Err::Internal,
+                 "quantized reference: owner residual of rank %d past the buffer", r);
+      std::copy(o.values.begin(), o.values.end(), accs_[r] + o.begin);
+    }
     GC_CHECK(stores_[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
   }
   return Status::Ok();

@@ -35,6 +35,9 @@ Status readInt(const param::Overrides& config, param::Id id, int64_t* out);
 Status readRbfMantissa(const param::Overrides& config, int bits, const char* who, int* mantissa);
 // GRADCOMP_RBF_VMAX; 0 when unset (tracked from the data).
 Status readRbfVmax(const param::Overrides& config, double* vmax);
+// GRADCOMP_QUANT_OWNER_EF (qsgd, rbf): owner-side error feedback; `fallback`
+// when unset.
+Status readOwnerEf(const param::Overrides& config, bool fallback, bool* on);
 
 // Floating dtypes only; integers are Unsupported (callers pass them to dense).
 // References pass buffers = false (they get the inputs separately).
@@ -94,10 +97,12 @@ class CentralRanks {
   // Exact rank-order sum, residuals cleared; mirrors fallbackCall.
   Status fallback(const std::vector<std::vector<float>>& acc, const AllreduceArgs& args,
                   bool useErrorFeedback, std::vector<float>* out);
-  // residual r = acc[r] - contribution[r]; mirrors endCall.
+  // residual r = acc[r] - contribution[r], then owner[r]'s values on its
+  // range when owner is not empty (owner-side error feedback); mirrors endCall.
   Status end(const AllreduceArgs& args, bool useErrorFeedback,
              const std::vector<std::vector<float>>& acc,
-             const std::vector<std::vector<float>>& contribution);
+             const std::vector<std::vector<float>>& contribution,
+             const std::vector<OwnerResidual>& owner = {});
 
  private:
   std::vector<std::unique_ptr<ErrorFeedbackStore>> stores_;

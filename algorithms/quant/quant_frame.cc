@@ -47,8 +47,9 @@ Status QuantReference::expect(const std::vector<const void*>& inputs, const Allr
   if (fallback) {
     GC_CHECK(ranks_->fallback(acc, args, p.errorFeedback, &out));
   } else {
+    ownerResidual_.clear();
     GC_CHECK(step(args, acc, stats, call, &out, &contribution, &relTolerance));
-    GC_CHECK(ranks_->end(args, p.errorFeedback, acc, contribution));
+    GC_CHECK(ranks_->end(args, p.errorFeedback, acc, contribution, ownerResidual_));
   }
   fillExpected(out, relTolerance, expected, tolerance);
   return Status::Ok();

@@ -69,6 +69,11 @@ class QuantReference : public Reference {
                       std::vector<float>* out, std::vector<std::vector<float>>* contribution,
                       double* relTolerance) = 0;
 
+  // Owner-side error feedback: step() fills it (simulateExchange's owner
+  // output) when the call's residuals hold the owners' phase-2 errors on
+  // their own chunks; empty (cleared before every step) otherwise.
+  std::vector<OwnerResidual> ownerResidual_;
+
  private:
   const char* name_;
   std::unique_ptr<CentralRanks> ranks_;

@@ -4,10 +4,12 @@
 // values saturate), else the largest |acc| over all ranks of this call (from
 // the per-call stats exchange, so nothing saturates). Phase 2 encodes each
 // owner's sum with that chunk's own largest |sum| (sent in its payload).
-// Rounding is to nearest; error feedback keeps this rank's own encoding error.
+// Rounding is to nearest; error feedback keeps this rank's own encoding error
+// and, with GRADCOMP_QUANT_OWNER_EF, the owner's phase-2 error (as qsgd).
 //
 // Parameters: GRADCOMP_BITS (3..16, default 10), GRADCOMP_RBF_MANTISSA
-// (default BITS-4), GRADCOMP_RBF_VMAX (default: tracked).
+// (default BITS-4), GRADCOMP_RBF_VMAX (default: tracked), GRADCOMP_QUANT_OWNER_EF
+// (default off).
 #include <algorithm>
 #include <memory>
 
@@ -24,6 +26,7 @@ struct RbfConfig {
   int bits = 10;
   int mantissa = 6;
   double vmax = 0;  // 0: tracked
+  bool ownerEf = false;
 };
 
 Status readConfig(const param::Overrides& config, RbfConfig* out) {
@@ -32,7 +35,7 @@ Status readConfig(const param::Overrides& config, RbfConfig* out) {
              "rbf: GRADCOMP_BITS=%d is not supported (accepted: 3..16)", out->bits);
   GC_CHECK(readRbfMantissa(config, out->bits, kName, &out->mantissa));
   GC_CHECK(readRbfVmax(config, &out->vmax));
-  return Status::Ok();
+  return readOwnerEf(config, false, &out->ownerEf);
 }
 
 double agreedVmax(const RbfConfig& cfg, const std::vector<device::AbsStats>& stats) {
@@ -57,7 +60,7 @@ class Rbf final : public QuantAlgorithm {
     RbfCodec phase1(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, st.stats));
     RbfCodec phase2(cfg_.bits, cfg_.mantissa, 0.0);
     return exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op, st.acc,
-                         args.count, out, residual, 1, &ws_);
+                         args.count, out, residual, 1, &ws_, cfg_.ownerEf);
   }
 
   RbfConfig cfg_;
@@ -78,7 +81,7 @@ class RbfReference final : public QuantReference {
     RbfCodec phase1(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, stats));
     RbfCodec phase2(cfg_.bits, cfg_.mantissa, 0.0);
     return simulateExchange(device::cpuBackend(), phase1, phase2, ExchangeSeeds{0, call}, args.op,
-                            acc, out, contribution);
+                            acc, out, contribution, cfg_.ownerEf ? &ownerResidual_ : nullptr);
   }
 
   RbfConfig cfg_;
@@ -95,7 +98,8 @@ GC_REGISTER_ALGORITHM(
     rbf, {kName,
           "N-bit range-based float codes (vmax agreed per call); reduce-scatter of codes, "
           "allgather of re-encoded sums",
-          {param::Id::BITS, param::Id::RBF_MANTISSA, param::Id::RBF_VMAX},
+          {param::Id::BITS, param::Id::RBF_MANTISSA, param::Id::RBF_VMAX,
+           param::Id::QUANT_OWNER_EF},
           [] { return std::unique_ptr<Algorithm>(new Rbf()); },
           [](int nranks) { return registryReference<RbfReference>(nranks, kName); }});
 

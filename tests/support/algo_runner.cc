@@ -74,8 +74,12 @@ std::vector<Variant> variantsOf(const std::string& algo) {
       algo == "gaussiank")
     return {{"d=0.01 tau'=2", {{"DENSITY", "0.01"}, {"TOPK_TAU_PRIME", "2"}, {"TOPK_TAU", "3"}}},
             {"d=0.3", {{"DENSITY", "0.3"}}}};
-  if (algo == "qsgd") return {{"bits=4", {{"BITS", "4"}}}, {"bits=1", {{"BITS", "1"}}}};
-  if (algo == "rbf") return {{"bits=10", {{"BITS", "10"}}}};
+  if (algo == "qsgd")
+    return {{"bits=4", {{"BITS", "4"}}},
+            {"bits=1", {{"BITS", "1"}}},
+            {"bits=4 no owner EF", {{"BITS", "4"}, {"QUANT_OWNER_EF", "0"}}}};
+  if (algo == "rbf")
+    return {{"bits=10", {{"BITS", "10"}}}, {"owner EF", {{"QUANT_OWNER_EF", "1"}}}};
   if (algo == "wagma") return {{"blocking", {{"WAGMA_WAIT", "1"}, {"WAGMA_PERIOD", "2"}}}};
   return {{"defaults", {}}};
 }
