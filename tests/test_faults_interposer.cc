@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -291,6 +292,14 @@ TEST_CASE("interposer faults: a rank SIGSTOPped during compressed calls", "[faul
 TEST_CASE("interposer faults: ncclCommGetAsyncError reports a dead peer between calls",
           "[faults][mp][nccl]") {
   NcclJob job;
+  // Ranks that finished the first call, counted in a page the forked ranks
+  // share: rank 2 dies only once the others are done with it ("between
+  // calls"). Without this it could die while they still exchanged the
+  // call's last steps with each other, and the monitor rightly fails those.
+  void* page = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  auto* finishedFirst = new (page) std::atomic<int>(0);
   auto exits = gradcomp::test::runRanks(3, [&](int rank) {
     NcclApi a = gradcomp::test::loadNcclApi();
     ncclComm_t comm = nullptr;
@@ -298,7 +307,13 @@ TEST_CASE("interposer faults: ncclCommGetAsyncError reports a dead peer between 
     std::vector<float> buf(kCount, 1.0f);
     CHILD_CHECK(a.allReduce(buf.data(), buf.data(), kCount, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
     CHILD_CHECK(buf[0] == 3.0f);
-    if (rank == 2) raise(SIGKILL);
+    finishedFirst->fetch_add(1);
+    if (rank == 2) {
+      const auto waitFrom = Clock::now();  // bounded: the others fail the test if they are stuck
+      while (finishedFirst->load() < 3 && Clock::now() - waitFrom < std::chrono::seconds(20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      raise(SIGKILL);
+    }
     // Ranks 0 and 1 make no call: they poll like a watchdog.
     const auto t0 = Clock::now();
     ncclResult_t async = ncclSuccess;
@@ -317,6 +332,7 @@ TEST_CASE("interposer faults: ncclCommGetAsyncError reports a dead peer between 
     CHILD_CHECK(a.abort(comm) == ncclSuccess);
     return 0;
   }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "0"}, {"UCX_TLS", "sm,self"}}), 60);
+  munmap(page, sizeof(std::atomic<int>));
   REQUIRE(exits.size() == 3);
   CHECK(exits[0].exitCode == 0);
   CHECK(exits[1].exitCode == 0);
