@@ -416,15 +416,24 @@ TEST_CASE("collnet: a killed head rank fails the others' pending requests instea
       CHILD_CHECK(since(start) < 30);
     }
     // Then 8 in flight; the last rank dies right after posting 3 of them.
+    // A survivor that posts after it already saw the death is refused at
+    // once with ncclRemoteError (the group stays failed); that chunk counts
+    // as ended and failed.
     void* reqs[kSlots] = {};
-    for (size_t s = 0; s < kSlots; ++s) {
-      CHILD_CHECK(post(s, &reqs[s]) == ncclSuccess && reqs[s]);
-      if (rank == kRanks - 1 && s == 2) kill(getpid(), SIGKILL);
-    }
-    // Chunks 0..2 may complete (the dying rank posted them); 3..7 cannot.
     start = Clock::now();
     int ended = 0, failed = 0;
     ncclResult_t first = ncclSuccess;
+    for (size_t s = 0; s < kSlots; ++s) {
+      ncclResult_t rc = post(s, &reqs[s]);
+      CHILD_CHECK(rc == ncclSuccess ? reqs[s] != nullptr : (rc == ncclRemoteError && !reqs[s]));
+      if (rc != ncclSuccess) {
+        if (first == ncclSuccess) first = rc;
+        ++failed;
+        ++ended;
+      }
+      if (rank == kRanks - 1 && s == 2) kill(getpid(), SIGKILL);
+    }
+    // Chunks 0..2 may complete (the dying rank posted them); 3..7 cannot.
     while (ended < int(kSlots)) {  // every request ends, done or failed
       for (size_t s = 0; s < kSlots; ++s) {
         if (reqs[s] == nullptr) continue;
