@@ -35,6 +35,8 @@
     "Dense allreduce uses recursive doubling up to this many bytes per rank, the ring (reduce-scatter + allgather) above.") \
   X(HOSTID, String, "", "",                                                                 \
     "This rank's host identity, like NCCL_HOSTID: ranks with equal values are one host (their traffic stays dense under GRADCOMP_HIERARCHY). 1..128 printable characters, no spaces. Unset: hostname/boot id. Set on every rank or none: a mix is reported and the job runs flat.") \
+  X(NET_BETWEEN_HOSTS, Bool, "1", "",                                                       \
+    "1: peers on other hosts (GRADCOMP_HOSTID where set, else boot id and network namespace) are connected through their network-only UCX address, so their traffic never uses shared memory even where the kernel allows it (emulated hosts on one machine); peers on the same host get every transport UCX offers, shared memory first. Where UCX_TLS has no network transport the full address is used. 0: every peer's full address, UCX chooses.") \
   X(HIERARCHY, Enum, "auto", "auto|flat|host",                                             \
     "Schedule of compressed algorithms: host runs a dense reduce-scatter inside each host, the algorithm across hosts among the ranks with the same local rank (one rail each, on its 1/L shard) and a dense allgather inside the host; flat runs the algorithm over all ranks. auto: host when there is more than one host and more than one rank per host. A host map that is not uniform (uneven ranks per host, GRADCOMP_HOSTID on some ranks only, ranks asking for different modes) runs flat, with a message naming the problem.") \
   X(WAGMA_GROUP, Int, "0", "0..1048576",                                                    \

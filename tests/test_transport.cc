@@ -439,3 +439,66 @@ TEST_CASE("ucx shm: a message longer than the receive capacity is a RemoteError 
     CHECK(test::allSucceeded(test::runRanks(2, body, kShm, 60)));
   }
 }
+
+// Routes between hosts (issue 21): two emulated hosts of two ranks each on
+// this machine (GRADCOMP_HOSTID). UCX may use shared memory for every pair
+// here, as it would for ranks in different network namespaces of one kernel;
+// the transport must keep it to the pairs of one host.
+namespace {
+
+bool hasShm(const std::string& route) {
+  for (const char* tl : {"posix", "sysv", "cma", "xpmem", "knem"})
+    if (route.find(tl) != std::string::npos) return true;
+  return false;
+}
+
+// Rank r is on host r / 2; checks every peer's route with `ok(sameHost, route)`.
+template <typename RouteOk>
+int routesBody(int rank, const char* hostVar, RouteOk ok) {
+  setenv("GRADCOMP_HOSTID", (std::string(hostVar) + std::to_string(rank / 2)).c_str(), 1);
+  std::unique_ptr<AddressExchange> ex;
+  std::unique_ptr<Transport> t;
+  if (int rc = report(rank, "connect", connectUcx(&ex, &t))) return rc;
+  if (int rc = report(rank, "ring", ring(*t, rank, 3, 100000))) return rc;
+  for (int p = 0; p < t->size(); ++p) {
+    if (p == rank) continue;
+    const std::string r = t->route(p);
+    if (!ok(p / 2 == rank / 2, r))
+      return report(rank, "route", "peer " + std::to_string(p) + " via '" + r + "'");
+  }
+  return report(rank, "barrier", t->barrier());
+}
+
+}  // namespace
+
+TEST_CASE("ucx routes: shared memory inside a host, the network only between hosts",
+          "[transport][ucx][mp][topology]") {
+  const Env env = {{"UCX_TLS", "sm,tcp,self"}, {"GRADCOMP_TIMEOUT_S", "30"}};
+  auto body = [](int rank) {
+    return routesBody(rank, "node", [](bool sameHost, const std::string& r) {
+      return sameHost ? hasShm(r) && r.find("tcp") == std::string::npos : r == "tcp";
+    });
+  };
+  CHECK(test::allSucceeded(test::runRanks(4, body, env, 120)));
+}
+
+TEST_CASE("ucx routes: GRADCOMP_NET_BETWEEN_HOSTS=0 lets UCX use shared memory to every peer",
+          "[transport][ucx][mp][topology]") {
+  // Error mode NONE: with PEER, UCX 1.13 would avoid shared memory anyway.
+  const Env env = {{"UCX_TLS", "sm,tcp,self"}, {"GRADCOMP_TIMEOUT_S", "30"},
+                   {"GRADCOMP_NET_BETWEEN_HOSTS", "0"}, {"GRADCOMP_UCX_ERR_MODE", "NONE"}};
+  auto body = [](int rank) {
+    return routesBody(rank, "node", [](bool, const std::string& r) { return hasShm(r); });
+  };
+  CHECK(test::allSucceeded(test::runRanks(4, body, env, 120)));
+}
+
+TEST_CASE("ucx routes: without a network transport, peers on other hosts fall back to shared memory",
+          "[transport][ucx][mp][topology]") {
+  const Env env = {{"UCX_TLS", "sm,self"}, {"GRADCOMP_TIMEOUT_S", "30"},
+                   {"GRADCOMP_UCX_ERR_MODE", "NONE"}};
+  auto body = [](int rank) {
+    return routesBody(rank, "node", [](bool, const std::string& r) { return hasShm(r); });
+  };
+  CHECK(test::allSucceeded(test::runRanks(4, body, env, 120)));
+}

@@ -43,6 +43,9 @@ class GroupView final : public Transport {
   std::shared_ptr<FailureMonitor> failureMonitor() const override {
     return parent_.failureMonitor();
   }
+  std::string route(int peer) const override {
+    return peer >= 0 && peer < size() ? parent_.route(members_[size_t(peer)]) : "";
+  }
 
  private:
   Status check(int peer, const char* op) const {

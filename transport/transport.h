@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -79,6 +80,9 @@ class Transport {
   // The communicator's failure monitor, shared by every transport wired
   // through it (WAGMA's channels); null when there is none.
   virtual std::shared_ptr<FailureMonitor> failureMonitor() const { return nullptr; }
+  // How messages to `peer` travel, for logs and tests: for UCX the
+  // transports of the endpoint's lanes ("posix,cma", "tcp"); "" unknown.
+  virtual std::string route(int /*peer*/) const { return ""; }
   // What the caller runs (static storage, e.g. an algorithm's registry name),
   // named in failure messages: "... in dense (call 18, step 8)".
   virtual void setActivity(const char* what) { activity_ = what; }

@@ -157,14 +157,15 @@ Status Worker::create(ContextKind kind, const char* what, int64_t clientId) {
   return Status::Ok();
 }
 
-Status Worker::address(std::string* out) const {
-  ucp_address_t* addr = nullptr;
-  size_t len = 0;
-  ucs_status_t st = ucp_worker_get_address(worker_, &addr, &len);
-  GC_REQUIRE(st == UCS_OK, Err::SystemError, "ucp_worker_get_address failed: %s",
-             statusText(st).c_str());
-  out->assign(reinterpret_cast<const char*>(addr), len);
-  ucp_worker_release_address(worker_, addr);
+Status Worker::address(std::string* out, bool netOnly) const {
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS;
+  attr.address_flags = netOnly ? UCP_WORKER_ADDRESS_FLAG_NET_ONLY : 0;
+  ucs_status_t st = ucp_worker_query(worker_, &attr);
+  GC_REQUIRE(st == UCS_OK, Err::SystemError, "ucp_worker_query (%s address) failed: %s",
+             netOnly ? "network-only" : "worker", statusText(st).c_str());
+  out->assign(reinterpret_cast<const char*>(attr.address), attr.address_length);
+  ucp_worker_release_address(worker_, attr.address);
   return Status::Ok();
 }
 

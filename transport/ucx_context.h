@@ -49,8 +49,11 @@ class Worker {
   // `what` names the owner in errors ("transport", "bootstrap"); a
   // non-negative clientId is sent to listeners by client-server endpoints.
   Status create(ContextKind kind, const char* what, int64_t clientId = -1);
-  // This worker's address blob, to be sent to peers.
-  Status address(std::string* out) const;
+  // This worker's address blob, to be sent to peers. netOnly: the address of
+  // its network interfaces only (UCP_WORKER_ADDRESS_FLAG_NET_ONLY): an
+  // endpoint created from it never uses shared memory; empty of transports
+  // when UCX_TLS names no network transport (ep creation then fails).
+  Status address(std::string* out, bool netOnly = false) const;
   ucp_worker_h get() const { return worker_; }
   // Destroys the worker now (idempotent).
   void destroy();

@@ -3,6 +3,7 @@
 #include "transport/ucx_transport.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -28,33 +29,50 @@ class UcxTransport final : public Transport {
   Status init(AddressExchange& exchange, const std::string& errMode,
               std::shared_ptr<FailureMonitor> shared) {
     GC_CHECK(worker_.create(ucx::ContextKind::Transport, "UCX transport"));
-    std::string address;
+    std::string address, netAddress;
     GC_CHECK(worker_.address(&address));
+    GC_CHECK(worker_.address(&netAddress, /*netOnly=*/true));
+    bool netBetweenHosts = true;
+    GC_CHECK(param::getBool(param::Id::NET_BETWEEN_HOSTS, &netBetweenHosts));
     const bool ownMonitor = !shared;
     monitor_ = ownMonitor ? FailureMonitor::prepare(rank_, size_, timeoutS_) : std::move(shared);
-    // Blob = host identity, NUL, monitor text, NUL, worker address (binary,
-    // last): peers learn who shares this host (and so may use shared memory)
-    // and how to reach the monitor from the same exchange.
-    const std::string host = ucx::hostIdentity();
+    // Blob = host key, NUL, monitor text, NUL, length of the worker address
+    // in decimal, NUL, worker address, network-only address (both binary,
+    // last): peers learn who shares this host (and so may use shared memory),
+    // how to reach the monitor, and how to reach this rank over the network.
+    const std::string host = hostKey();
     std::vector<std::string> all;
-    GC_CHECK(exchange.allgather(host + '\0' + (ownMonitor ? monitor_->blob() : "") + '\0' + address,
+    GC_CHECK(exchange.allgather(host + '\0' + (ownMonitor ? monitor_->blob() : "") + '\0' +
+                                    std::to_string(address.size()) + '\0' + address + netAddress,
                                 &all));
     GC_REQUIRE(static_cast<int>(all.size()) == size_, Err::Internal,
                "address exchange returned %zu addresses for %d ranks", all.size(), size_);
-    std::vector<std::string> addresses(size_), monitors(size_);
+    std::vector<std::string> addresses(size_), netAddresses(size_), monitors(size_);
     std::vector<bool> sameHost(size_);
     for (int p = 0; p < size_; ++p) {
-      const size_t nul = all[p].find('\0');
-      const size_t nul2 = nul == std::string::npos ? nul : all[p].find('\0', nul + 1);
-      GC_REQUIRE(nul2 != std::string::npos && nul2 + 1 < all[p].size(), Err::RemoteError,
-                 "rank %d sent a malformed address blob (%zu bytes)", p, all[p].size());
-      sameHost[p] = all[p].compare(0, nul, host) == 0;
-      monitors[p] = all[p].substr(nul + 1, nul2 - nul - 1);
-      addresses[p] = all[p].substr(nul2 + 1);
+      const std::string& blob = all[p];
+      const size_t nul = blob.find('\0');
+      const size_t nul2 = nul == std::string::npos ? nul : blob.find('\0', nul + 1);
+      const size_t nul3 = nul2 == std::string::npos ? nul2 : blob.find('\0', nul2 + 1);
+      size_t fullLen = 0;
+      const bool framed = nul3 != std::string::npos && nul3 > nul2 + 1 && nul3 - nul2 - 1 <= 9 &&
+                          blob.find_first_not_of("0123456789", nul2 + 1) == nul3;
+      if (framed) fullLen = std::stoul(blob.substr(nul2 + 1, nul3 - nul2 - 1));
+      GC_REQUIRE(framed && fullLen > 0 && nul3 + 1 + fullLen <= blob.size(), Err::RemoteError,
+                 "rank %d sent a malformed address blob (%zu bytes)", p, blob.size());
+      sameHost[p] = blob.compare(0, nul, host) == 0 && nul == host.size();
+      monitors[p] = blob.substr(nul + 1, nul2 - nul - 1);
+      addresses[p] = blob.substr(nul3 + 1, fullLen);
+      netAddresses[p] = blob.substr(nul3 + 1 + fullLen);
     }
     if (ownMonitor) monitor_->start(monitors, sameHost);
-    return eps_.connect(worker_.get(), rank_, addresses, sameHost, errMode);
+    GC_CHECK(eps_.connect(worker_.get(), rank_, addresses, netAddresses, sameHost, errMode,
+                          netBetweenHosts));
+    logRoutes(sameHost);
+    return Status::Ok();
   }
+
+  std::string route(int peer) const override { return eps_.route(peer); }
 
   std::shared_ptr<FailureMonitor> failureMonitor() const override { return monitor_; }
 
@@ -347,6 +365,37 @@ class UcxTransport final : public Transport {
   const double timeoutS_;
   const int spinUs_;
   ucx::Worker worker_;
+  // Who shares this host, for routes and error modes: the kernel's view
+  // (boot id and network namespace) plus GRADCOMP_HOSTID when set, so ranks
+  // that the job declares to be on different hosts never share memory even
+  // where the kernel would let them (tests, gradcomp-bench --hosts).
+  static std::string hostKey() {
+    std::string key = ucx::hostIdentity(), id;
+    if (param::isSet(param::Id::HOSTID) && param::getString(param::Id::HOSTID, &id).ok())
+      key += "|hostid=" + id;
+    return key;
+  }
+
+  // One INFO line (INIT) per rank, in NCCL's "via" style: how many peers on
+  // this host and on others, and the UCX transports their endpoints use.
+  void logRoutes(const std::vector<bool>& sameHost) const {
+    if (!log::enabled(log::Level::Info, log::INIT)) return;
+    std::map<std::string, int> local, remote;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      std::string r = eps_.route(p);
+      ++(sameHost[p] ? local : remote)[r.empty() ? "?" : r];
+    }
+    auto join = [](const std::map<std::string, int>& m) {
+      std::string out;
+      for (const auto& [r, n] : m)
+        out += (out.empty() ? "" : "; ") + std::to_string(n) + " via " + r;
+      return out.empty() ? std::string("none") : out;
+    };
+    GC_INFO(INIT, "rank %d routes: same host %s, other hosts %s", rank_, join(local).c_str(),
+            join(remote).c_str());
+  }
+
   ucx::Endpoints eps_;
   std::shared_ptr<FailureMonitor> monitor_;  // never null after init
   Status broken_;
