@@ -239,6 +239,34 @@ TEST_CASE("executor protocol: many calls in order through a wrapping slot ring",
   }
 }
 
+TEST_CASE("executor protocol: the thread hook runs first, on the proxy thread that runs the jobs",
+          "[executor]") {
+  // The CUDA executor binds the proxy to its GPU's CPUs here (placement.h).
+  HostStream stream(2);
+  std::vector<uint64_t> order;
+  std::deque<Call> calls;
+  std::atomic<int> hookRuns{0};
+  std::thread::id hookThread, jobThread;
+  {
+    ProxyEngine engine(stream, "test", 20.0, {}, [&] {
+      hookThread = std::this_thread::get_id();
+      hookRuns.fetch_add(1);
+    });
+    calls.push_back(makeCall(10));
+    REQUIRE(submitCall(stream, engine, 0, calls.back(), &order).ok());
+    REQUIRE(stream.waitReleased(1));
+    REQUIRE(engine.submit([&] {
+      jobThread = std::this_thread::get_id();
+      return Status::Ok();
+    }, nullptr).ok());
+    REQUIRE(stream.waitReleased(2));
+    REQUIRE(stream.drain());
+  }
+  CHECK(hookRuns.load() == 1);
+  CHECK(hookThread == jobThread);
+  CHECK(hookThread != std::this_thread::get_id());
+}
+
 TEST_CASE("executor protocol: the caller does not wait for a busy stream", "[executor]") {
   HostStream stream(4);
   std::vector<uint64_t> order;

@@ -4,6 +4,10 @@
 // map and decision), and rank remapping with counters through views.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+#include <stdlib.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "transport/group_view.h"
@@ -125,6 +129,78 @@ TEST_CASE("topology: placement from hwloc never fails", "[topology]") {
   const Placement p = discoverPlacement();
   if (p.error.empty()) CHECK_FALSE(p.cpuset.empty());
   CHECK(describePlacement(p).find(p.error.empty() ? "cpuset " : "placement unknown") == 0);
+}
+
+TEST_CASE("topology: a PCI bus id hwloc does not know falls back to the process's placement",
+          "[topology]") {
+  const Placement mine = discoverPlacement();
+  for (const char* id : {"", "0000:ff:1f.7", "not-a-bus-id"}) {
+    INFO(id);
+    const Placement p = discoverPlacementNear(id);
+    CHECK(p.gpu.empty());
+    CHECK(p.cpuset == mine.cpuset);
+    CHECK(p.nic == mine.nic);
+  }
+}
+
+TEST_CASE("topology: UCX_NET_DEVICES is the nearest RDMA NIC's first ACTIVE port, else unset",
+          "[topology]") {
+  char tmpl[] = "/tmp/gc-sysfs-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string root = tmpl;
+  auto port = [&](const std::string& nic, int n, const char* state) {
+    const std::string dir = root + "/class/infiniband/" + nic + "/ports/" + std::to_string(n);
+    REQUIRE(system(("mkdir -p " + dir).c_str()) == 0);
+    FILE* f = fopen((dir + "/state").c_str(), "w");
+    REQUIRE(f);
+    fprintf(f, "%s\n", state);
+    fclose(f);
+  };
+  port("mlx5_0", 1, "1: DOWN");
+  port("mlx5_0", 2, "4: ACTIVE");
+  port("mlx5_1", 1, "2: INIT");
+  Placement p;
+  p.nic = "mlx5_0";
+  p.nicKind = "OpenFabrics";
+  CHECK(ucxNetDevicesFor(p, root) == "mlx5_0:2");
+  p.nic = "mlx5_1";  // no active port: UCX's own choice stands
+  CHECK(ucxNetDevicesFor(p, root) == "");
+  p.nic = "mlx5_9";  // not in sysfs
+  CHECK(ucxNetDevicesFor(p, root) == "");
+  p.nic = "../mlx5_0";  // never a path
+  CHECK(ucxNetDevicesFor(p, root) == "");
+  p.nic = "eth0";
+  p.nicKind = "Network";  // TCP devices are left to UCX
+  CHECK(ucxNetDevicesFor(p, root) == "");
+  REQUIRE(system(("rm -rf " + root).c_str()) == 0);
+}
+
+TEST_CASE("topology: bindCurrentThread binds the calling thread only and rejects a bad list",
+          "[topology]") {
+  const Placement p = discoverPlacement();
+  if (!p.error.empty()) return;  // no hwloc topology here: nothing to bind with
+  cpu_set_t before;
+  REQUIRE(sched_getaffinity(0, sizeof(before), &before) == 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c)
+    if (CPU_ISSET(c, &before)) first = c;
+  REQUIRE(first >= 0);
+  std::string err;
+  int count = -1;
+  std::thread t([&] {
+    Status s = bindCurrentThread(std::to_string(first));
+    if (!s.ok()) err = s.toString();
+    cpu_set_t now;
+    if (sched_getaffinity(0, sizeof(now), &now) == 0) count = CPU_COUNT(&now);
+  });
+  t.join();
+  CHECK(err == "");
+  CHECK(count == 1);
+  cpu_set_t after;
+  REQUIRE(sched_getaffinity(0, sizeof(after), &after) == 0);
+  CHECK(CPU_EQUAL(&before, &after));  // the caller's own binding is untouched
+  CHECK(bindCurrentThread("").code() == Err::InvalidArgument);
+  CHECK(bindCurrentThread("zero").code() == Err::InvalidArgument);
 }
 
 TEST_CASE("group view: ranks are remapped, counters are the parent's", "[topology]") {

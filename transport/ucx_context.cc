@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/param.h"
+#include "transport/placement.h"
 
 namespace gradcomp::transport::ucx {
 namespace {
@@ -101,6 +103,24 @@ Status context(ContextKind kind, ucp_context_h* out) {
     // or more: the stop went unnoticed. Dead peers are found by the failure
     // monitor instead (failure_monitor.h). A user's own value wins.
     overrides = {{"KEEPALIVE_INTERVAL", "inf"}};
+  }
+  // GRADCOMP_PLACEMENT=auto: the RDMA NIC nearest this rank (placement.h),
+  // unless the user chose devices. Only the transport's context: the
+  // bootstrap's stays on TCP over every device.
+  std::string netDevices;
+  if (kind == ContextKind::Transport && !getenv("UCX_NET_DEVICES")) {
+    std::string mode = "auto";
+    (void)param::getString(param::Id::PLACEMENT, &mode);  // validated with the registry
+    if (mode == "auto") {
+      const Placement where = discoverPlacementNear(placementDevice());
+      netDevices = ucxNetDevicesFor(where);
+      if (!netDevices.empty()) {
+        overrides.push_back({"NET_DEVICES", netDevices.c_str()});
+        GC_INFO(INIT, "UCX network device %s, nearest this rank (%s); set UCX_NET_DEVICES or "
+                "GRADCOMP_PLACEMENT=off to choose otherwise", netDevices.c_str(),
+                describePlacement(where).c_str());
+      }
+    }
   }
   for (auto& kv : overrides) {
     st = ucp_config_modify(config, kv.first, kv.second);

@@ -34,7 +34,9 @@
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/stream_signals.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
+#include "plugin/nccl/cuda_probe.h"
 #include "transport/failure_monitor.h"
+#include "transport/placement.h"
 
 namespace gradcomp::nccl {
 namespace {
@@ -147,6 +149,26 @@ class CudaExecutor final : public Executor {
   }
 
  private:
+  // GRADCOMP_PLACEMENT=auto: the proxy thread runs on the CPUs nearest its
+  // GPU (the pinned buffers it allocates then land on that NUMA node by first
+  // touch). A failed binding is logged; the proxy runs unbound.
+  static std::function<void()> proxyBinding(int device) {
+    std::string mode = "auto";
+    (void)param::getString(param::Id::PLACEMENT, &mode);
+    if (mode != "auto") return {};
+    const transport::Placement where = transport::discoverPlacementNear(pciBusId(device));
+    if (!where.error.empty() || where.gpu.empty() || where.cpuset.empty()) return {};
+    return [where, device] {
+      Status s = transport::bindCurrentThread(where.cpuset);
+      if (s.ok())
+        GC_INFO(INIT, "CUDA executor proxy of device %d bound to %s", device,
+                transport::describePlacement(where).c_str());
+      else
+        GC_INFO(INIT, "CUDA executor proxy of device %d runs unbound: %s", device,
+                s.toString().c_str());
+    };
+  }
+
   Status commFor(transport::Transport* net, int device, CommProxy** out) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = comms_.find(net);
@@ -167,7 +189,7 @@ class CudaExecutor final : public Executor {
       proxy->engine = std::make_unique<ProxyEngine>(
           *proxy->side, "rank " + std::to_string(net->rank()) + " of " +
                             std::to_string(net->size()),
-          timeoutS, std::move(watch));
+          timeoutS, std::move(watch), proxyBinding(device));
       it = comms_.emplace(net, std::move(proxy)).first;
     }
     GC_REQUIRE(it->second->device == device, Err::InvalidArgument,

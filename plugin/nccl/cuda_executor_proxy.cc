@@ -35,9 +35,13 @@ bool pollUntil(Cond cond, Stop stop, double timeoutS) {
 
 }  // namespace
 
-ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch)
+ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch,
+                         std::function<void()> threadInit)
     : side_(side), name_(std::move(name)), timeoutS_(timeoutS), watch_(std::move(watch)) {
-  thread_ = std::thread([this] { proxyLoop(); });
+  thread_ = std::thread([this, init = std::move(threadInit)] {
+    if (init) init();
+    proxyLoop();
+  });
 }
 
 ProxyEngine::~ProxyEngine() { shutdown(false); }

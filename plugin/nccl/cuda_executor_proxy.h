@@ -61,8 +61,10 @@ class ProxyEngine {
   // have completed when it returns (the CUDA executor ends it with a sync).
   using Job = std::function<Status()>;
 
-  // name: for messages ("communicator #3"); timeoutS: GRADCOMP_TIMEOUT_S.
-  ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch = {});
+  // name: for messages ("communicator #3"); timeoutS: GRADCOMP_TIMEOUT_S;
+  // threadInit (may be empty): runs first on the proxy thread (CPU binding).
+  ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch = {},
+              std::function<void()> threadInit = {});
   ~ProxyEngine();  // shutdown(false)
   ProxyEngine(const ProxyEngine&) = delete;
   ProxyEngine& operator=(const ProxyEngine&) = delete;

@@ -24,6 +24,9 @@ struct Driver {
   int (*streamIsCapturing)(cudaStream_t stream, int* status) = nullptr;
   int (*memcpyHtoD)(unsigned long long dst, const void* src, size_t bytes) = nullptr;
   int (*memcpyDtoH)(void* dst, unsigned long long src, size_t bytes) = nullptr;
+  int (*ctxGetDevice)(int* device) = nullptr;
+  int (*deviceGet)(int* device, int ordinal) = nullptr;
+  int (*deviceGetPciBusId)(char* id, int len, int device) = nullptr;
 };
 
 const Driver& driver() {
@@ -39,6 +42,10 @@ const Driver& driver() {
         reinterpret_cast<decltype(d.streamIsCapturing)>(dlsym(h, "cuStreamIsCapturing"));
     d.memcpyHtoD = reinterpret_cast<decltype(d.memcpyHtoD)>(dlsym(h, "cuMemcpyHtoD_v2"));
     d.memcpyDtoH = reinterpret_cast<decltype(d.memcpyDtoH)>(dlsym(h, "cuMemcpyDtoH_v2"));
+    d.ctxGetDevice = reinterpret_cast<decltype(d.ctxGetDevice)>(dlsym(h, "cuCtxGetDevice"));
+    d.deviceGet = reinterpret_cast<decltype(d.deviceGet)>(dlsym(h, "cuDeviceGet"));
+    d.deviceGetPciBusId =
+        reinterpret_cast<decltype(d.deviceGetPciBusId)>(dlsym(h, "cuDeviceGetPCIBusId"));
   });
   return d;
 }
@@ -88,6 +95,17 @@ bool copyToHost(void* dst, const void* src, size_t bytes) {
   const Driver& d = driver();
   return d.memcpyDtoH != nullptr &&
          d.memcpyDtoH(dst, reinterpret_cast<unsigned long long>(src), bytes) == kCuSuccess;
+}
+
+std::string pciBusId(int ordinal) {
+  const Driver& d = driver();
+  if (!d.loaded || !d.ctxGetDevice || !d.deviceGet || !d.deviceGetPciBusId) return "";
+  int device = 0;  // CUdevice
+  const int rc = ordinal < 0 ? d.ctxGetDevice(&device) : d.deviceGet(&device, ordinal);
+  if (rc != kCuSuccess) return "";
+  char id[32] = {0};
+  if (d.deviceGetPciBusId(id, int(sizeof(id)), device) != kCuSuccess) return "";
+  return id;
 }
 
 }  // namespace gradcomp::nccl

@@ -7,6 +7,8 @@
 // every buffer is host memory and no stream is capturing (the test double).
 #pragma once
 
+#include <string>
+
 #include "plugin/nccl/nccl_abi.h"
 
 namespace gradcomp::nccl {
@@ -21,6 +23,9 @@ int deviceOrdinal(const void* ptr);
 bool streamCapturing(cudaStream_t stream);
 // True when the CUDA driver is loaded in this process.
 bool cudaDriverLoaded();
+// PCI bus id ("0000:3B:00.0") of CUDA device `ordinal`, or of the calling
+// thread's current device for -1; "" when unknown (no driver, no context).
+std::string pciBusId(int ordinal = -1);
 
 // Synchronous host<->device copies for the address exchange on GPU
 // communicators (driver cuMemcpyHtoD/DtoH, ordered after the legacy stream).

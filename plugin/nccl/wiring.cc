@@ -5,8 +5,10 @@
 #include "algorithms/hierarchy/hierarchical.h"
 #include "common/log.h"
 #include "device/backend.h"
+#include "plugin/nccl/cuda_probe.h"
 #include "plugin/nccl/executor.h"
 #include "plugin/nccl/nccl_exchange.h"
+#include "transport/placement.h"
 #include "transport/ucx_transport.h"
 
 namespace gradcomp::nccl {
@@ -127,6 +129,9 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
     state.disable("not selected", "not selected by GRADCOMP_COMMS");
     return Status::Ok();
   }
+  // The UCX context is process-wide: the GPU of the first communicator that
+  // creates it picks its NIC (transport/placement.h).
+  if (executor == "cuda") transport::setPlacementDevice(pciBusId());
   Status made = transport::createUcxTransport(exchange, transport::UcxOptions{}, &state.net);
   std::string verdict = made.ok() ? "ok" : made.toString();
   std::vector<std::string> verdicts;
