@@ -189,7 +189,17 @@ void Chooser::scheduleRecheck(ClassState& s, const std::vector<double>& base) {
     if (s.agreements - s.measuredAt[c] < kRetrialAgreements) continue;
     if (s.retrial < 0 || base[c] < base[size_t(s.retrial)]) s.retrial = int(c);
   }
-  if (s.retrial >= 0) s.retrialLength = s.retrialLeft = uint64_t(o_.retrialCalls);
+  if (s.retrial >= 0) {
+    // Its last estimate (the model's word where never measured) prices it.
+    const size_t c = size_t(s.retrial);
+    const double cost = double(o_.retrialCalls) * std::max(0.0, base[c] * s.factor[c] - now);
+    if (std::isfinite(cost) && s.staleSpentS + cost <= kStaleRecheckShare * s.timeS) {
+      s.staleSpentS += cost;
+      s.retrialLength = s.retrialLeft = uint64_t(o_.retrialCalls);
+    } else {
+      s.retrial = -1;  // not yet: the class has not run long enough to afford it
+    }
+  }
 }
 
 Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, bool measurable) {
@@ -245,6 +255,7 @@ Choice Chooser::choose(const ClassKey& key, const std::vector<double>& base, boo
   if (ch.candidate >= 0) {
     const size_t c = size_t(ch.candidate);
     ch.predictedS = base[c] * s.factor[c];
+    if (std::isfinite(ch.predictedS)) s.timeS += ch.predictedS;
     s.callsBy[c]++;
     s.predictedSum[c] += ch.predictedS;
     s.modelSum[c] += base[c];

@@ -45,7 +45,11 @@
 //     b. stale: a candidate whose factor is kRetrialAgreements agreements old
 //        (or never measured) and that the model alone predicts faster than
 //        the current one measures runs `retrialCalls` calls, so a candidate
-//        once measured slow (a transient) is not written off for good.
+//        once measured slow (a transient) is not written off for good --
+//        while the predicted extra time of such re-checks stays within
+//        kStaleRecheckShare of the class's time. (Unbudgeted, a candidate the
+//        model over-rates was re-tried every 128 calls: +10% on every call
+//        at 1 Gbit/s, 100 MiB, where qsgd 4 bit is 4.4x oktopk.)
 #pragma once
 
 #include <cstddef>
@@ -63,6 +67,10 @@ constexpr uint64_t kRetrialAgreements = 8;
 // agreement's words (the last ones when more ran): bounds the exchange to
 // P * candidates * kWindowSlots doubles at most.
 constexpr size_t kHistory = 32, kWindowSlots = 32;
+// Stale re-checks (5b) of candidates that lose cost time at steady state:
+// their predicted extra time (retrialCalls x (the candidate's last estimate
+// - the current one's)) is kept within this share of the class's time.
+constexpr double kStaleRecheckShare = 0.01;
 
 struct ChooserOptions {
   // The baseline (dense; -1: none) is tried within explore^2 of the best
@@ -158,6 +166,9 @@ class Chooser {
     std::vector<uint64_t> windowN;            // measured calls since then (window: the last)
     std::vector<uint64_t> callsBy, measuredN;
     std::vector<double> predictedSum, modelSum, measuredSum;
+    // Stale re-checks' (5b) predicted extra time, and the class's predicted
+    // time so far: re-checks spend at most kStaleRecheckShare of it.
+    double staleSpentS = 0, timeS = 0;
   };
   ClassState& state(const ClassKey& key);
   int best(const ClassState& s, const std::vector<double>& base) const;
