@@ -47,12 +47,13 @@ struct Sim {
   // Bursts of load from other jobs: each call starts one with this chance;
   // it slows every call it covers (4 to 16 calls) by burstFactor.
   double burstChance = 0, burstFactor = 1;
+  ChooserOptions options;
 };
 
 // The choice after `calls` calls (the chooser's current candidate).
 int run(const Sim& sim, uint64_t seed) {
   Rng rng{seed * 7919};
-  std::vector<Chooser> ranks(size_t(sim.ranks), Chooser(ChooserOptions{}, sim.truth.size()));
+  std::vector<Chooser> ranks(size_t(sim.ranks), Chooser(sim.options, sim.truth.size()));
   const ClassKey k = classOf(1 << 20, DataType::Float32);
   int burstLeft = 0;
   for (int call = 0; call < sim.calls; ++call) {
@@ -211,4 +212,21 @@ TEST_CASE("auto chooser: at steady state, re-checks of a candidate the model ove
   for (uint64_t seed = 1; seed <= 5; ++seed) worst = std::max(worst, steadyCost(sim, seed, 300));
   INFO("calls 300..2300 over the best candidate alone: " << worst);
   CHECK(worst < 1.03);
+}
+
+TEST_CASE("auto chooser: a compressor must beat dense by the hysteresis to be chosen", "[auto]") {
+  // Loopback, 1 MiB (docs/results/auto.md): dense 2.0 ms, oktopk about as
+  // fast; compressing there costs accuracy for nothing. Candidate 0 is the
+  // baseline; calls vary +-10%.
+  Sim sim;
+  sim.options.baseline = 0;
+  sim.base = {0.002, 0.002};
+  sim.truth = {{0.0020, 0.10, 0.05}, {0.0020, 0.10, 0.05}};  // as fast: dense
+  int dense = 0;
+  for (uint64_t seed = 1; seed <= 50; ++seed) dense += run(sim, seed) == 0;
+  CHECK(dense >= 48);
+  sim.truth[1].meanS = 0.0015;  // 25% faster: the compressor
+  int compressed = 0;
+  for (uint64_t seed = 1; seed <= 50; ++seed) compressed += run(sim, seed) == 1;
+  CHECK(compressed >= 48);
 }

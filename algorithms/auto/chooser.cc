@@ -69,7 +69,10 @@ Chooser::ClassState& Chooser::state(const ClassKey& key) {
 }
 
 // Least predicted * factor among usable candidates (finite base); ties go to
-// the lower index (the order of GRADCOMP_AUTO_CANDIDATES). -1: none usable.
+// the lower index (the order of GRADCOMP_AUTO_CANDIDATES). A compressing
+// candidate must beat the baseline (dense) by `hysteresis` to be chosen:
+// compression costs accuracy, so where it does not pay clearly, dense runs
+// (exact, and NCCL's own where the interposer passes through). -1: none usable.
 int Chooser::best(const ClassState& s, const std::vector<double>& base) const {
   int pick = -1;
   double t = 0;
@@ -78,6 +81,10 @@ int Chooser::best(const ClassState& s, const std::vector<double>& base) const {
     const double e = base[c] * s.factor[c];
     if (pick < 0 || e < t) pick = int(c), t = e;
   }
+  const int b = o_.baseline;
+  if (pick >= 0 && b >= 0 && pick != b && size_t(b) < n_ && size_t(b) < base.size() &&
+      std::isfinite(base[size_t(b)]) && !(t < base[size_t(b)] * s.factor[size_t(b)] * (1.0 - o_.hysteresis)))
+    pick = b;
   return pick;
 }
 
@@ -146,7 +153,11 @@ void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
     if (pick >= 0 && pick != s.current) {
       const double now = base[size_t(s.current)] * s.factor[size_t(s.current)];
       const double alt = base[size_t(pick)] * s.factor[size_t(pick)];
-      if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis)) s.current = pick;
+      // Back to the baseline as soon as the compressor no longer beats it
+      // by half the hysteresis (best() asks the whole hysteresis to leave
+      // it): the band between keeps a size from flipping.
+      const bool toBaseline = pick == o_.baseline && !(now < alt * (1.0 - o_.hysteresis / 2));
+      if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis) || toBaseline) s.current = pick;
     }
   }
   scheduleRecheck(s, base);

@@ -27,11 +27,13 @@
 //     rounds are predicted over trialBudgetS (large classes: 24 calls for
 //     four candidates, as before).
 //  3. The first call after the trials starts with an agreement (absorb); the
-//     choice is the least predicted * factor.
+//     choice is the least predicted * factor -- a compressor only when it
+//     beats the baseline (dense) by `hysteresis` (best()).
 //  4. Steady: the chosen candidate runs; every `refineCalls` calls another
 //     agreement refreshes the factors of what ran, and the choice moves only
 //     when another candidate is predicted `hysteresis` (a fraction) faster,
-//     so a size does not flip between algorithms on noise.
+//     so a size does not flip between algorithms on noise; back to the
+//     baseline as soon as the compressor's lead over it is under half that.
 //  5. Re-checks, after any agreement, at most one at a time:
 //     a. confirm: a candidate with fewer than `confirmCalls` agreed calls
 //        whose estimate is within the noise of the current one's (measured)
