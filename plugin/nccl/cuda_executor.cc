@@ -156,8 +156,15 @@ class CudaExecutor final : public Executor {
     std::string mode = "auto";
     (void)param::getString(param::Id::PLACEMENT, &mode);
     if (mode != "auto") return {};
-    const transport::Placement where = transport::discoverPlacementNear(pciBusId(device));
-    if (!where.error.empty() || where.gpu.empty() || where.cpuset.empty()) return {};
+    const std::string busId = pciBusId(device);
+    const transport::Placement where = transport::discoverPlacementNear(busId);
+    if (!where.error.empty() || where.gpu.empty() || where.cpuset.empty()) {
+      GC_INFO(INIT, "CUDA executor proxy of device %d runs unbound: %s", device,
+              !where.error.empty() ? where.error.c_str()
+              : busId.empty()      ? "the driver gave no PCI bus id"
+                                   : ("hwloc does not know PCI device " + busId).c_str());
+      return {};
+    }
     return [where, device] {
       Status s = transport::bindCurrentThread(where.cpuset);
       if (s.ok())

@@ -297,6 +297,12 @@ part_b2() {
     step "b2-$algo-reference" 180 "$refcheck" "$work/record-$algo"
     step "b2-$algo-compressed" 60 python3 "$check" stats "$dir"
   done
+  # Placement and routes (issue 21), from the first compressed run's INFO log:
+  # the proxy thread bound near its GPU (or why not), every rank's UCX routes.
+  local first=${b2_algos%% *}
+  step b2-placement 10 grep -m1 -E "CUDA executor proxy of device [0-9]+ (bound to|runs unbound)" \
+    "$logs/b2-$first.log"
+  step b2-routes 10 grep -m1 "routes: same host" "$logs/b2-$first.log"
   step b2-times 60 python3 "$check" times "$logs" --runs 'b2-*' --baseline nccl-dense
   [ ! -f "$logs/b2-times.log" ] || sed 's/^/    /' "$logs/b2-times.log" >>"$out/summary.txt"
 }
