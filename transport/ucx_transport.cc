@@ -36,36 +36,50 @@ class UcxTransport final : public Transport {
     GC_CHECK(param::getBool(param::Id::NET_BETWEEN_HOSTS, &netBetweenHosts));
     const bool ownMonitor = !shared;
     monitor_ = ownMonitor ? FailureMonitor::prepare(rank_, size_, timeoutS_) : std::move(shared);
-    // Blob = host key, NUL, monitor text, NUL, length of the worker address
-    // in decimal, NUL, worker address, network-only address (both binary,
-    // last): peers learn who shares this host (and so may use shared memory),
-    // how to reach the monitor, and how to reach this rank over the network.
-    const std::string host = hostKey();
+    // Blob = kernel identity, NUL, GRADCOMP_HOSTID (or nothing), NUL,
+    // monitor text, NUL, length of the worker address in decimal, NUL, worker
+    // address, network-only address (both binary, last): peers learn who
+    // shares this host (and so may use shared memory), how to reach the
+    // monitor, and how to reach this rank over the network.
+    const std::string kernel = ucx::hostIdentity(), hostId = configuredHostId();
     std::vector<std::string> all;
-    GC_CHECK(exchange.allgather(host + '\0' + (ownMonitor ? monitor_->blob() : "") + '\0' +
+    GC_CHECK(exchange.allgather(kernel + '\0' + hostId + '\0' +
+                                    (ownMonitor ? monitor_->blob() : "") + '\0' +
                                     std::to_string(address.size()) + '\0' + address + netAddress,
                                 &all));
     GC_REQUIRE(static_cast<int>(all.size()) == size_, Err::Internal,
                "address exchange returned %zu addresses for %d ranks", all.size(), size_);
     std::vector<std::string> addresses(size_), netAddresses(size_), monitors(size_);
-    std::vector<bool> sameHost(size_);
+    std::vector<bool> sameHost(size_), sameKernel(size_);
     for (int p = 0; p < size_; ++p) {
       const std::string& blob = all[p];
-      const size_t nul = blob.find('\0');
-      const size_t nul2 = nul == std::string::npos ? nul : blob.find('\0', nul + 1);
-      const size_t nul3 = nul2 == std::string::npos ? nul2 : blob.find('\0', nul2 + 1);
+      size_t nul[4];
+      size_t at = 0;
+      bool framed = true;
+      for (size_t& n : nul) {
+        n = framed ? blob.find('\0', at) : std::string::npos;
+        framed = n != std::string::npos;
+        at = framed ? n + 1 : at;
+      }
       size_t fullLen = 0;
-      const bool framed = nul3 != std::string::npos && nul3 > nul2 + 1 && nul3 - nul2 - 1 <= 9 &&
-                          blob.find_first_not_of("0123456789", nul2 + 1) == nul3;
-      if (framed) fullLen = std::stoul(blob.substr(nul2 + 1, nul3 - nul2 - 1));
-      GC_REQUIRE(framed && fullLen > 0 && nul3 + 1 + fullLen <= blob.size(), Err::RemoteError,
+      framed = framed && nul[3] > nul[2] + 1 && nul[3] - nul[2] - 1 <= 9 &&
+               blob.find_first_not_of("0123456789", nul[2] + 1) == nul[3];
+      if (framed) fullLen = std::stoul(blob.substr(nul[2] + 1, nul[3] - nul[2] - 1));
+      GC_REQUIRE(framed && fullLen > 0 && nul[3] + 1 + fullLen <= blob.size(), Err::RemoteError,
                  "rank %d sent a malformed address blob (%zu bytes)", p, blob.size());
-      sameHost[p] = blob.compare(0, nul, host) == 0 && nul == host.size();
-      monitors[p] = blob.substr(nul + 1, nul2 - nul - 1);
-      addresses[p] = blob.substr(nul3 + 1, fullLen);
-      netAddresses[p] = blob.substr(nul3 + 1 + fullLen);
+      const std::string peerKernel = blob.substr(0, nul[0]);
+      const std::string peerHostId = blob.substr(nul[0] + 1, nul[1] - nul[0] - 1);
+      sameKernel[p] = peerKernel == kernel;
+      // GRADCOMP_HOSTID, where both set it, says who shares a host (emulated
+      // hosts of several namespaces share memory; several of one namespace
+      // do not); else the kernel does. One set and one not: other hosts.
+      sameHost[p] = hostId.empty() && peerHostId.empty() ? sameKernel[p]
+                    : peerHostId == hostId;
+      monitors[p] = blob.substr(nul[1] + 1, nul[2] - nul[1] - 1);
+      addresses[p] = blob.substr(nul[3] + 1, fullLen);
+      netAddresses[p] = blob.substr(nul[3] + 1 + fullLen);
     }
-    if (ownMonitor) monitor_->start(monitors, sameHost);
+    if (ownMonitor) monitor_->start(monitors, sameKernel);  // loopback reaches the same kernel only
     GC_CHECK(eps_.connect(worker_.get(), rank_, addresses, netAddresses, sameHost, errMode,
                           netBetweenHosts));
     logRoutes(sameHost);
@@ -365,15 +379,13 @@ class UcxTransport final : public Transport {
   const double timeoutS_;
   const int spinUs_;
   ucx::Worker worker_;
-  // Who shares this host, for routes and error modes: the kernel's view
-  // (boot id and network namespace) plus GRADCOMP_HOSTID when set, so ranks
-  // that the job declares to be on different hosts never share memory even
-  // where the kernel would let them (tests, gradcomp-bench --hosts).
-  static std::string hostKey() {
-    std::string key = ucx::hostIdentity(), id;
-    if (param::isSet(param::Id::HOSTID) && param::getString(param::Id::HOSTID, &id).ok())
-      key += "|hostid=" + id;
-    return key;
+  // This rank's GRADCOMP_HOSTID, "" when unset: with the kernel's identity
+  // (boot id and network namespace) it decides who shares a host, for
+  // routes and error modes.
+  static std::string configuredHostId() {
+    std::string id;
+    if (param::isSet(param::Id::HOSTID) && param::getString(param::Id::HOSTID, &id).ok()) return id;
+    return "";
   }
 
   // One INFO line (INIT) per rank, in NCCL's "via" style: how many peers on

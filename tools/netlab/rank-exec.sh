@@ -19,10 +19,15 @@ export GRADCOMP_BOOTSTRAP="$first_host:$port"
 # share host h's namespace and name it as their host (GRADCOMP_HOSTID); their
 # traffic to each other stays inside it over shared memory, unshaped, as on a
 # real host (GRADCOMP_NET_BETWEEN_HOSTS keeps other hosts on eth0's tcp).
+# NETLAB_OWN_LINKS=1 (gradcomp-lab --own-links): every rank keeps a namespace
+# and link of its own (a NIC per GPU) and only GRADCOMP_HOSTID groups L of them
+# into a host; shared memory joins them (one kernel), as NVLink would.
 per_host=${NETLAB_RANKS_PER_HOST:-1}
 default_tls=tcp
 ((per_host == 1)) || default_tls=sm,tcp,self
 export UCX_TLS=${NETLAB_UCX_TLS:-$default_tls} UCX_NET_DEVICES=$NETLAB_DEV
 host=$((GRADCOMP_RANK / per_host))
 ((per_host == 1)) || export GRADCOMP_HOSTID="netlab-host$host"
-exec ip netns exec "${NETLAB_PREFIX}${host}" "$@"
+ns=$host
+[[ ${NETLAB_OWN_LINKS:-0} == 1 ]] && ns=$GRADCOMP_RANK
+exec ip netns exec "${NETLAB_PREFIX}${ns}" "$@"
