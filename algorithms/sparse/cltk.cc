@@ -1,21 +1,23 @@
 // cltk: a shared-index sparse allreduce at the volume bound (cyclic local
-// top-k, after ScaleCom, Chen et al., NeurIPS 2020). Each call one rank leads,
-// in turn by the tensor's call count (leaderOf): it selects its exact
-// top-k indices and broadcasts them along a binomial tree; every rank gathers
-// its accumulator's values at those indices and the k values are summed by a
-// dense ring reduce-scatter + allgather. Every rank then holds the exact sum
-// of all accumulators on the leader's index set, and contributes those entries
-// in full (error feedback keeps everything else).
+// top-k, after ScaleCom, Chen et al., NeurIPS 2020). With one leader
+// (GRADCOMP_CLTK_LEADERS=1; the default, every rank leading, is below) each
+// call one rank leads, in turn by the tensor's call count (leaderOf): it
+// selects its exact top-k indices and broadcasts them along a binomial tree;
+// every rank gathers its accumulator's values at those indices and the k
+// values are summed by a dense ring reduce-scatter + allgather. Every rank
+// then holds the exact sum of all accumulators on the leader's index set, and
+// contributes those entries in full (error feedback keeps everything else).
 //
 // Leaders per call (GRADCOMP_CLTK_LEADERS = L, 0 = P): with L > 1 the L ranks
 // leaderOf(c), +1, ... (mod P) each select their top floor(k/L) and the
 // index sets are allgathered (the other ranks send a header alone); the
 // shared set is their union (sorted, at most k), and the rest is as above.
 // With one leader, what is large on another rank waits in its residual until
-// that rank leads (up to P calls): at 4 ranks, 2 epochs, that cost 1.3 (MLP)
-// and 0.5 (CNN) points of test accuracy on the 10-seed mean and training
-// loss 0.37 vs 0.34 for dense; every rank leading matched dense
-// (docs/results/accuracy.md, session 7).
+// that rank leads (up to P calls): gradcomp-train at 4 ranks, 2 epochs, 15
+// seeds, every rank leading (the default, L = 0) gained 1.25 (MLP) and 1.07
+// (CNN) points of test accuracy over one leader, and trained like dense
+// (epoch-2 loss 0.342 / 0.352, dense 0.341 / 0.356, one leader 0.374 /
+// 0.392; docs/results/accuracy.md, session 7).
 //
 // Volume per rank: 2k(P-1)/P fp32 values in the ring (the sparse allreduce
 // lower bound of the Ok-Topk paper, flat in P) plus the index set, which the
