@@ -65,6 +65,8 @@
     "oktopk: recompute the exact local and global top-k thresholds every TOPK_TAU_PRIME compressed calls of a tensor; reuse (and nudge) them in between.") \
   X(WARMUP_CALLS, Int, "0", "0..1000000000",                                                \
     "Sparse algorithms run the dense allreduce for a tensor's first WARMUP_CALLS calls before compressing it.") \
+  X(CLTK_LEADERS, Int, "0", "0..1048576",                                                  \
+    "cltk: leaders per call. 0 (default): every rank selects its top floor(k/P) and the union of their indexes (at most k) is the shared index set, so no rank's largest entries wait for its turn. L >= 1: L consecutive ranks from a rotating one, each its top floor(k/L); 1 is the single rotating leader of CLT-k (ScaleCom), its top-k. At most P and k are used. docs/results/accuracy.md (session 7).") \
   X(BITS, Int, "", "0..16",                                                                \
     "qsgd: code width 1|2|4|8 (default 8). rbf: RBF word width 3..16 (default 10). fft: RBF word width of the kept bins 3..16 (default 10), 0 sends them as raw fp32.") \
   X(BUCKET, Int, "512", "1..16777216",                                                     \

@@ -78,6 +78,15 @@ TEST_CASE("sparse algorithms equal their references across calls (reuse, EF, avg
         for (int call = 0; call < 12; ++call)
           g.checkedCall(normalInputs(rng, P, n), 42, call % 3 == 2 ? RedOp::Avg : RedOp::Sum);
       }
+  if (findAlgorithm("cltk"))  // every leader count, with error feedback
+    for (const char* leaders : {"1", "0", "2", "3"})
+      for (int P : kRanks)
+        for (size_t n : {size_t(5), size_t(2000)}) {
+          INFO("cltk CLTK_LEADERS=" << leaders << " P=" << P << " n=" << n);
+          Group g("cltk", P, {{"DENSITY", "0.02"}, {"CLTK_LEADERS", leaders}});
+          for (int call = 0; call < 12; ++call)
+            g.checkedCall(normalInputs(rng, P, n), 42, call % 3 == 2 ? RedOp::Avg : RedOp::Sum);
+        }
 }
 
 TEST_CASE("error feedback conserves mass: sum_i acc_i = u + sum_i eps_i", "[sparse]") {
@@ -241,7 +250,7 @@ TEST_CASE("cltk: the rotating leader's top-k indices carry everyone's exact sum"
   for (size_t k : {20, 100})
   for (int P : {1, 2, 3, 5}) {
     INFO("P=" << P << " k=" << k);
-    Group g("cltk", P, {{"DENSITY", densityFor(k, n)}, {"EF", "off"}});
+    Group g("cltk", P, {{"DENSITY", densityFor(k, n)}, {"EF", "off"}, {"CLTK_LEADERS", "1"}});
     // Past P^2 calls, so the shift is exercised.
     for (int call = 0; call < P * P + P + 1; ++call) {
       const Inputs in = gridInputs(rng, P, n);  // 1/64 grid: sums are exact
@@ -255,6 +264,62 @@ TEST_CASE("cltk: the rotating leader's top-k indices carry everyone's exact sum"
       }
       CHECK(out[0] == want);
     }
+  }
+}
+
+TEST_CASE("cltk with L leaders: the union of their top-(k/L) indices carries everyone's sum",
+          "[sparse]") {
+  std::mt19937_64 rng(14);
+  const size_t n = 1000;
+  for (size_t k : {20, 100})
+    for (int P : {2, 3, 4, 5})
+      for (int leaders : {0, 2, 3}) {
+        const int L = std::min(leaders == 0 ? P : leaders, P);
+        INFO("P=" << P << " k=" << k << " CLTK_LEADERS=" << leaders);
+        Group g("cltk", P, {{"DENSITY", densityFor(k, n)}, {"EF", "off"},
+                            {"CLTK_LEADERS", std::to_string(leaders)}});
+        for (int call = 0; call < P * P + P + 1; ++call) {
+          const Inputs in = gridInputs(rng, P, n);
+          const Inputs out = g.checkedCall(in);
+          const int first = (call + call / (P * P)) % P;  // the single leader's rotation
+          std::vector<float> want(n, 0.0f);
+          std::vector<bool> chosen(n, false);
+          for (int j = 0; j < L; ++j)
+            for (auto [i, v] : topk(in[(first + j) % P], k / L)) (void)v, chosen[i] = true;
+          size_t m = 0;
+          for (size_t i = 0; i < n; ++i) {
+            if (!chosen[i]) continue;
+            ++m;
+            for (int r = 0; r < P; ++r) want[i] += in[r][i];
+          }
+          CHECK(m <= k);
+          CHECK(out[0] == want);
+        }
+      }
+}
+
+TEST_CASE("cltk: with every rank leading, no rank's largest entries wait for its turn",
+          "[sparse]") {
+  // Each rank holds one spike of its own in small noise: one leader serves
+  // only its own spike this call, every-rank leadership serves all P.
+  const size_t n = 400, k = 8;
+  const int P = 4;
+  std::mt19937_64 rng(15);
+  Inputs in = gridInputs(rng, P, n);
+  for (int r = 0; r < P; ++r) {
+    for (float& v : in[r]) v *= 0.01f;
+    in[r][50 * size_t(r) + 7] = 100.0f;
+  }
+  for (const char* leaders : {"1", "0"}) {
+    INFO("CLTK_LEADERS=" << leaders);
+    Group g("cltk", P, {{"DENSITY", densityFor(k, n)}, {"CLTK_LEADERS", leaders}});
+    const Inputs out = g.checkedCall(in);
+    int served = 0;
+    for (int r = 0; r < P; ++r) served += out[0][50 * size_t(r) + 7] != 0.0f;
+    CHECK(served == (std::string(leaders) == "1" ? 1 : P));
+    // What was not served stays in that rank's residual, whole.
+    for (int r = 0; r < P; ++r)
+      CHECK(g.residual(r, n)[50 * size_t(r) + 7] == (out[0][50 * size_t(r) + 7] != 0.0f ? 0.0f : 100.0f));
   }
 }
 

@@ -1,18 +1,32 @@
 // cltk: a shared-index sparse allreduce at the volume bound (cyclic local
-// top-k, after ScaleCom, Chen et al., NeurIPS 2020). Each call one rank leads,
-// in turn by the tensor's call count (leaderOf): it selects its exact
-// top-k indices and broadcasts them along a binomial tree; every rank gathers
-// its accumulator's values at those indices and the k values are summed by a
-// dense ring reduce-scatter + allgather. Every rank then holds the exact sum
-// of all accumulators on the leader's index set, and contributes those entries
-// in full (error feedback keeps everything else).
+// top-k, after ScaleCom, Chen et al., NeurIPS 2020). With one leader
+// (GRADCOMP_CLTK_LEADERS=1; the default, every rank leading, is below) each
+// call one rank leads, in turn by the tensor's call count (leaderOf): it
+// selects its exact top-k indices and broadcasts them along a binomial tree;
+// every rank gathers its accumulator's values at those indices and the k
+// values are summed by a dense ring reduce-scatter + allgather. Every rank
+// then holds the exact sum of all accumulators on the leader's index set, and
+// contributes those entries in full (error feedback keeps everything else).
+//
+// Leaders per call (GRADCOMP_CLTK_LEADERS = L, 0 = P): with L > 1 the L ranks
+// leaderOf(c), +1, ... (mod P) each select their top floor(k/L) and the
+// index sets are allgathered (the other ranks send a header alone); the
+// shared set is their union (sorted, at most k), and the rest is as above.
+// With one leader, what is large on another rank waits in its residual until
+// that rank leads (up to P calls): gradcomp-train at 4 ranks, 2 epochs, 15
+// seeds, every rank leading (the default, L = 0) gained 1.25 (MLP) and 1.07
+// (CNN) points of test accuracy over one leader, and trained like dense
+// (epoch-2 loss 0.342 / 0.352, dense 0.341 / 0.356, one leader 0.374 /
+// 0.392; docs/results/accuracy.md, session 7).
 //
 // Volume per rank: 2k(P-1)/P fp32 values in the ring (the sparse allreduce
 // lower bound of the Ok-Topk paper, flat in P) plus the index set, which the
 // leader's broadcast tree delivers once to every rank: k offsets of 4 bytes
 // (8 past 2^32 elements) or a bitmap of n bits, whichever is smaller (the
-// bitmap wins above a density of 1/32). Ok-Topk sends up to 6k(P-1)/P;
-// TopkA 2k(P-1).
+// bitmap wins above a density of 1/32). With L leaders the allgather sends
+// at most P - 1 index blocks a rank, at most k offsets in all (each block in
+// the smaller coding of its floor(k/L)), and the ring carries the union,
+// at most k values. Ok-Topk sends up to 6k(P-1)/P; TopkA 2k(P-1).
 //
 // Index message (host memory, little-endian): u8 coding (4 or 8 = offset
 // width, 0 = bitmap), 7 zero bytes, u64 count, then the body of
@@ -21,9 +35,11 @@
 // The ring is dense::ringAllreduce on the k-vector (never recursive
 // doubling), so the reference reproduces its order of additions: chunk c of
 // the k-vector is summed as x_{c-1} + (... + (x_{c+1} + x_c)) (ranks mod P).
-// Tag steps: broadcast 0x60000, the ring 0..8P.
+// Tag steps: the broadcast (or the leaders' allgather) 0x60000, the ring 0..8P.
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "algorithms/dense/dense.h"
 #include "algorithms/sparse/collectives.h"
@@ -60,6 +76,7 @@ Status encodeIndexes(device::Backend& dev, const Coo& sel, uint64_t n,
   std::memset(h, 0, kIndexHeaderBytes);
   h[0] = uint8_t(coding);
   for (int b = 0; b < 8; ++b) h[8 + b] = uint8_t(uint64_t(m) >> (8 * b));
+  if (m == 0) return Status::Ok();  // a header alone (a rank that does not lead)
   return dev.indexEncode(sel.idx.data(), m, 0, n, coding, h + kIndexHeaderBytes);
 }
 
@@ -87,6 +104,7 @@ Status decodeIndexes(device::Backend& dev, const device::HostArray<uint8_t>& msg
              "cltk: the leader's (rank %d) index message has %zu bytes, its header implies %zu",
              leader, msg.size(), kIndexHeaderBytes + body);
   sel->idx.resize(size_t(m));  // values are gathered from this rank's accumulator
+  if (m == 0) return Status::Ok();
   return dev.indexDecode(h + kIndexHeaderBytes, size_t(m), 0, n, coding, sel->idx.data(), leader);
 }
 
@@ -110,23 +128,39 @@ int leaderOf(std::map<uint64_t, KeyCalls>* keys, uint64_t key, size_t n, int P) 
   return int((c + c / (p * p)) % p);
 }
 
+// GRADCOMP_CLTK_LEADERS -> the number of leaders L of a call (1..min(P, k))
+// and each one's share floor(k / L): the union of the shares has at most k
+// indexes, so the values ring never carries more than with one leader.
+size_t leadersOf(int64_t param, int P, size_t k) {
+  size_t L = param <= 0 ? size_t(P) : size_t(param);
+  return std::max<size_t>(1, std::min({L, size_t(P), k}));
+}
+
+// Is `r` one of the L leaders lead, lead + 1, ... (mod P)?
+bool leads(int r, int lead, size_t L, int P) { return size_t((r - lead + P) % P) < L; }
+
 class Cltk final : public SparseAlgorithm {
-  Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams&, size_t k,
+  Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
                   float* acc, const FrameStats&, float* result) override {
     device::Backend& dev = ctx.dev;
     const int P = ctx.net.size(), me = ctx.net.rank();
     const size_t n = args.count;
     const int leader = leaderOf(&keys_, scheduleKey(args), n, P);
+    const size_t L = leadersOf(params.cltkLeaders, P, k);
 
-    // The shared index set: the leader's top-k, broadcast without values.
     Coo sel(dev);
-    device::HostArray<uint8_t> msg(dev);
-    if (me == leader) {
-      GC_CHECK(selectTopk(dev, acc, n, k, 0, &sel));
-      GC_CHECK(encodeIndexes(dev, sel, n, &msg));
+    if (L == 1) {
+      // The shared index set: the leader's top-k, broadcast without values.
+      device::HostArray<uint8_t> msg(dev);
+      if (me == leader) {
+        GC_CHECK(selectTopk(dev, acc, n, k, 0, &sel));
+        GC_CHECK(encodeIndexes(dev, sel, n, &msg));
+      }
+      GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, indexMessageBound(n, k), &msg));
+      if (me != leader) GC_CHECK(decodeIndexes(dev, msg, n, k, leader, &sel));
+    } else {
+      GC_CHECK(unionOfLeaders(ctx, acc, n, k / L, leader, L, &sel));
     }
-    GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, indexMessageBound(n, k), &msg));
-    if (me != leader) GC_CHECK(decodeIndexes(dev, msg, n, k, leader, &sel));
     const size_t m = sel.size();
     if (m == 0) return dev.sync();  // the leader's accumulator is all zero: nothing to send
 
@@ -140,8 +174,52 @@ class Cltk final : public SparseAlgorithm {
     return dev.sync();  // the decode read `msg`; its errors surface here
   }
 
+  // L > 1: each leader's top-`share` indexes (a header alone from the other
+  // ranks) allgathered, decoded and merged in rank order into *sel, sorted.
+  Status unionOfLeaders(Context& ctx, float* acc, size_t n, size_t share, int leader, size_t L,
+                        Coo* sel) {
+    device::Backend& dev = ctx.dev;
+    const int P = ctx.net.size(), me = ctx.net.rank();
+    std::vector<Bytes> blocks = bytesOn(dev, P);
+    std::vector<size_t> caps(P, kIndexHeaderBytes);
+    for (int r = 0; r < P; ++r)
+      if (leads(r, leader, L, P)) caps[r] = indexMessageBound(n, share);
+    {
+      Coo mine(dev);
+      if (leads(me, leader, L, P)) GC_CHECK(selectTopk(dev, acc, n, share, 0, &mine));
+      GC_CHECK(encodeIndexes(dev, mine, n, &blocks[me]));
+      GC_CHECK(allgatherBlocks(ctx, kStepIndexes, caps, &blocks));
+    }
+    device::DeviceArray<float>& zeros = zeros_.bind(dev);  // mergeAdd's values, unused
+    if (zeros.size() < share * L) {
+      zeros.resize(share * L);
+      GC_CHECK(dev.zero(zeros.data(), zeros.size() * sizeof(float)));
+    }
+    Coo part(dev), merged(dev);
+    sel->bind(dev);
+    sel->clear();
+    for (int r = 0; r < P; ++r) {
+      const bool lead = leads(r, leader, L, P);
+      GC_CHECK(decodeIndexes(dev, blocks[r], n, lead ? share : 0, r, &part));  // 0: a header
+      if (part.size() == 0) continue;
+      if (sel->size() == 0) {
+        GC_CHECK(sel->idx.assign(part.idx));
+        continue;
+      }
+      merged.resize(sel->size() + part.size());
+      size_t count = 0;
+      GC_CHECK(dev.mergeAdd(sel->idx.data(), zeros.data(), sel->size(), part.idx.data(),
+                            zeros.data(), part.size(), merged.idx.data(), merged.val.data(),
+                            merged.size(), &count));
+      GC_CHECK(dev.sync());  // count
+      merged.idx.resize(count);
+      std::swap(sel->idx, merged.idx);
+    }
+    return dev.sync();  // the decodes read `blocks`
+  }
+
   std::map<uint64_t, KeyCalls> keys_;
-  device::DeviceArray<float> vals_;
+  device::DeviceArray<float> vals_, zeros_;
   dense::Staging stage_;
 };
 
@@ -155,10 +233,18 @@ class CltkReference final : public SparseReference {
     const int P = frame().nranks();
     const size_t n = args.count;
     const int leader = leaderOf(&keys_, scheduleKey(args), n, P);
-    Coo sel;
-    GC_CHECK(selectTopk(cpu, frame().acc(leader), n, k, 0, &sel));
-    const size_t m = sel.size();
-    const uint64_t* idx = sel.idx.hostView();
+    const size_t L = leadersOf(frame().params().cltkLeaders, P, k);
+    std::set<uint64_t> chosen;  // the union of the leaders' top-(k / L) (L = 1: top-k)
+    for (size_t j = 0; j < L; ++j) {
+      Coo part;
+      GC_CHECK(selectTopk(cpu, frame().acc(int((size_t(leader) + j) % size_t(P))), n,
+                          k / L, 0, &part));
+      const uint64_t* pi = part.idx.hostView();
+      chosen.insert(pi, pi + part.size());
+    }
+    const std::vector<uint64_t> sorted(chosen.begin(), chosen.end());
+    const size_t m = sorted.size();
+    const uint64_t* idx = sorted.data();
     std::vector<float> vals(m);
     for (size_t c = 0; c < size_t(P); ++c) {  // the ring's order per chunk of the k-vector
       const dense::Chunk ch = dense::chunkOf(m, P, int(c));
@@ -181,7 +267,7 @@ GC_REGISTER_ALGORITHM(cltk, {
     "cltk",
     "shared-index top-k: a rotating leader's top-k indices broadcast, every rank's values there "
     "summed by a dense ring (2k(P-1)/P values per rank, the sparse volume bound); error feedback",
-    {param::Id::DENSITY, param::Id::WARMUP_CALLS, param::Id::EF},
+    {param::Id::DENSITY, param::Id::WARMUP_CALLS, param::Id::EF, param::Id::CLTK_LEADERS},
     [] { return std::unique_ptr<Algorithm>(new Cltk()); },
     [](int nranks) { return std::unique_ptr<Reference>(new CltkReference(nranks)); },
 });

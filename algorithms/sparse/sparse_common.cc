@@ -20,6 +20,7 @@ Status SparseParams::read(const param::Overrides& config) {
   GC_CHECK(config.getInt(param::Id::TOPK_TAU, &tau));
   GC_CHECK(config.getInt(param::Id::TOPK_TAU_PRIME, &tauPrime));
   GC_CHECK(config.getInt(param::Id::WARMUP_CALLS, &warmupCalls));
+  GC_CHECK(config.getInt(param::Id::CLTK_LEADERS, &cltkLeaders));
   return Status::Ok();
 }
 

@@ -38,6 +38,7 @@ namespace gradcomp::algo::sparse {
 struct SparseParams {
   double density = 0.01;
   int64_t tau = 64, tauPrime = 32, warmupCalls = 0;
+  int64_t cltkLeaders = 0;  // cltk: leaders per call (0: every rank)
   Status read(const param::Overrides& config);
 };
 

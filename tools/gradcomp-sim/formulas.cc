@@ -29,16 +29,22 @@ VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k) {
     b = {true, 8 * dk * frac, 24 * dk * frac, (4 * kHeader + 4 * kLength + 16) * (p - 1),
          "[2k(P-1)/P, 6k(P-1)/P] words"};
   } else if (algo == "cltk") {
-    // The ring of k values (fp32: 4 bytes a value, so 2k(P-1)/P words are
-    // 8k(P-1)/P bytes), plus the index broadcast: nothing for a leaf, the
+    // The ring of at most k values (fp32: 4 bytes a value, so 2k(P-1)/P words
+    // are 8k(P-1)/P bytes), plus the index exchange. One leader
+    // (GRADCOMP_CLTK_LEADERS=1): a broadcast, nothing for a leaf, the
     // leader's index set (k offsets of 4 bytes, 8 past 2^32 elements, or an
     // n-bit bitmap, the smaller; a 16-byte header) to each of its ceil(log2 P)
-    // children.
+    // children. L leaders: an allgather of their sets of floor(k/L) indexes
+    // (the others send a header), a rank sending at most P - 1 blocks: at
+    // most L floor(k/L) <= k offsets, at most P - 1 bitmaps. The bounds cover every L: the union holds at least one
+    // leader's floor(k/L) >= floor(k/P) indexes and at most k.
     const double children = std::ceil(logP);
-    const double offsets = dk * (dn <= 4294967296.0 ? 4 : 8), bitmap = std::ceil(dn / 8);
-    const double indexSet = offsets < bitmap ? offsets : bitmap;
-    b = {true, 8 * dk * frac, 8 * dk * frac + indexSet * children, 16 * children + 64 * logP,
-         "2k(P-1)/P words + index broadcast"};
+    const double width = dn <= 4294967296.0 ? 4 : 8, bitmap = std::ceil(dn / 8);
+    const double indexSet = std::fmin(dk * width, bitmap);
+    const double shares = std::fmin(dk * width, (p - 1) * bitmap);
+    b = {true, 8 * std::floor(dk / p) * frac, 8 * dk * frac + std::fmax(indexSet * children, shares),
+         (16 + kLength) * (p - 1) + 16 * children + 64 * logP,
+         "[2(k/P)(P-1)/P, 2k(P-1)/P] words + index exchange"};
   }
   return b;
 }

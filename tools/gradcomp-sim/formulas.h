@@ -12,7 +12,10 @@
 //   cltk   (shared index, ours)   2k(P-1)/P words (values: the lower bound)
 //                                 + the leader's index message (2k words
 //                                 COO) once per tree edge: the leader sends
-//                                 it to ceil(log2 P) children
+//                                 it to ceil(log2 P) children; with L
+//                                 leaders (GRADCOMP_CLTK_LEADERS) an
+//                                 allgather of their k/L indexes each, and
+//                                 the union (<= k) in the ring
 //
 // Our messages also carry framing the table leaves out: a 40-byte header per
 // sparse message and 8-byte block lengths in the recursive-doubling allgather.
