@@ -83,9 +83,20 @@ int Chooser::best(const ClassState& s, const std::vector<double>& base) const {
   }
   const int b = o_.baseline;
   if (pick >= 0 && b >= 0 && pick != b && size_t(b) < n_ && size_t(b) < base.size() &&
-      std::isfinite(base[size_t(b)]) && !(t < base[size_t(b)] * s.factor[size_t(b)] * (1.0 - o_.hysteresis)))
+      std::isfinite(base[size_t(b)]) &&
+      !(t < base[size_t(b)] * s.factor[size_t(b)] * (1.0 - baselineMargin(s, size_t(pick)))))
     pick = b;
   return pick;
+}
+
+// What a compressor must gain over the baseline to be taken: the hysteresis,
+// or more where the agreed calls of either vary more (2 x median absolute
+// deviation / median): calls of 2 ms on a loaded machine vary by +-30%, and
+// there a gain of 10% is noise.
+double Chooser::baselineMargin(const ClassState& s, size_t candidate) const {
+  const size_t b = size_t(o_.baseline);
+  return std::min(0.5, std::max({o_.hysteresis, noiseOf(ratios(s.history[candidate])),
+                                 noiseOf(ratios(s.history[b]))}));
 }
 
 uint64_t Chooser::trialLength(const ClassState& s) const {
@@ -156,7 +167,8 @@ void Chooser::absorb(const ClassKey& key, const std::vector<double>& agreed,
       // Back to the baseline as soon as the compressor no longer beats it
       // by half the hysteresis (best() asks the whole hysteresis to leave
       // it): the band between keeps a size from flipping.
-      const bool toBaseline = pick == o_.baseline && !(now < alt * (1.0 - o_.hysteresis / 2));
+      const bool toBaseline =
+          pick == o_.baseline && !(now < alt * (1.0 - baselineMargin(s, size_t(s.current)) / 2));
       if (!std::isfinite(now) || alt < now * (1.0 - o_.hysteresis) || toBaseline) s.current = pick;
     }
   }

@@ -28,7 +28,8 @@
 //     four candidates, as before).
 //  3. The first call after the trials starts with an agreement (absorb); the
 //     choice is the least predicted * factor -- a compressor only when it
-//     beats the baseline (dense) by `hysteresis` (best()).
+//     beats the baseline (dense) by `hysteresis`, or by the noise of either's
+//     agreed calls where that is larger (at most 50%; best()).
 //  4. Steady: the chosen candidate runs; every `refineCalls` calls another
 //     agreement refreshes the factors of what ran, and the choice moves only
 //     when another candidate is predicted `hysteresis` (a fraction) faster,
@@ -174,6 +175,7 @@ class Chooser {
   };
   ClassState& state(const ClassKey& key);
   int best(const ClassState& s, const std::vector<double>& base) const;
+  double baselineMargin(const ClassState& s, size_t candidate) const;
   uint64_t trialLength(const ClassState& s) const;
   void merge(ClassState& s, size_t c, const double* slots, size_t n);
   void scheduleRecheck(ClassState& s, const std::vector<double>& base);
