@@ -156,7 +156,9 @@ TEST_CASE("topology: UCX_NET_DEVICES is the nearest RDMA NIC's first ACTIVE port
     fprintf(f, "%s\n", state);
     fclose(f);
   };
+  CHECK_FALSE(rdmaDevicesPresent(root));  // no class/infiniband: hwloc is not asked
   port("mlx5_0", 1, "1: DOWN");
+  CHECK(rdmaDevicesPresent(root));
   port("mlx5_0", 2, "4: ACTIVE");
   port("mlx5_1", 1, "2: INIT");
   Placement p;

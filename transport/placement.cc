@@ -2,6 +2,7 @@
 // (PCI and OS devices) kept, so NICs and GPUs appear under their PCI bridge.
 #include "transport/placement.h"
 
+#include <dirent.h>
 #include <hwloc.h>
 
 #include <cerrno>
@@ -119,6 +120,16 @@ Placement discoverPlacementNear(const std::string& busId) {
   Placement p = placementOf(topo, anc->cpuset);
   p.gpu = busId;
   return p;
+}
+
+bool rdmaDevicesPresent(const std::string& sysfsRoot) {
+  DIR* dir = opendir((sysfsRoot + "/class/infiniband").c_str());
+  if (!dir) return false;
+  bool any = false;
+  while (dirent* e = readdir(dir))
+    if (e->d_name[0] != '.') any = true;
+  closedir(dir);
+  return any;
 }
 
 std::string ucxNetDevicesFor(const Placement& p, const std::string& sysfsRoot) {

@@ -40,6 +40,11 @@ Placement discoverPlacementNear(const std::string& busId);
 // "cpuset 0-1, NUMA node 0, nearest NIC mlx5_0 (OpenFabrics)".
 std::string describePlacement(const Placement& p);
 
+// True when `sysfsRoot`/class/infiniband lists a device: without one there is
+// no NIC for ucxNetDevicesFor to pick, and hwloc's topology (tens of ms, I/O
+// plugins) is not loaded for it.
+bool rdmaDevicesPresent(const std::string& sysfsRoot = "/sys");
+
 // UCX_NET_DEVICES for the placement's NIC: "<nic>:<port>" for an OpenFabrics
 // device with a port whose state under `sysfsRoot`/class/infiniband/<nic>/
 // ports/<port>/state reads ACTIVE (the lowest such port); "" otherwise (no

@@ -111,7 +111,7 @@ Status context(ContextKind kind, ucp_context_h* out) {
   if (kind == ContextKind::Transport && !getenv("UCX_NET_DEVICES")) {
     std::string mode = "auto";
     (void)param::getString(param::Id::PLACEMENT, &mode);  // validated with the registry
-    if (mode == "auto") {
+    if (mode == "auto" && rdmaDevicesPresent()) {
       const Placement where = discoverPlacementNear(placementDevice());
       netDevices = ucxNetDevicesFor(where);
       if (!netDevices.empty()) {
