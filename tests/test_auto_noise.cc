@@ -50,6 +50,21 @@ struct Sim {
   ChooserOptions options;
 };
 
+// One call on every rank: the agreement the tuner runs first when it is due
+// (each rank's words, the slot-wise max, absorbed by all), then the choices.
+std::vector<Choice> agreeAndChoose(std::vector<Chooser>& ranks, const ClassKey& k,
+                                   const std::vector<double>& base) {
+  if (ranks[0].agreementDue(k)) {
+    std::vector<std::vector<double>> words;
+    for (Chooser& c : ranks) words.push_back(c.windowWords(k));
+    const std::vector<double> agreed = slotMax(words);
+    for (Chooser& c : ranks) c.absorb(k, agreed, base);
+  }
+  std::vector<Choice> ch;
+  for (Chooser& c : ranks) ch.push_back(c.choose(k, base, true));
+  return ch;
+}
+
 // The choice after `calls` calls (the chooser's current candidate).
 int run(const Sim& sim, uint64_t seed) {
   Rng rng{seed * 7919};
@@ -59,14 +74,7 @@ int run(const Sim& sim, uint64_t seed) {
   for (int call = 0; call < sim.calls; ++call) {
     if (burstLeft > 0) --burstLeft;
     else if (rng.uniform() < sim.burstChance) burstLeft = 4 + int(rng.uniform() * 13);
-    if (ranks[0].agreementDue(k)) {
-      std::vector<std::vector<double>> words;
-      for (Chooser& c : ranks) words.push_back(c.windowWords(k));
-      const std::vector<double> agreed = slotMax(words);
-      for (Chooser& c : ranks) c.absorb(k, agreed, sim.base);
-    }
-    std::vector<Choice> ch;
-    for (Chooser& c : ranks) ch.push_back(c.choose(k, sim.base, true));
+    const std::vector<Choice> ch = agreeAndChoose(ranks, k, sim.base);
     for (const Choice& c : ch) REQUIRE(c.candidate == ch[0].candidate);
     const size_t c = size_t(ch[0].candidate);
     const Truth& t = sim.truth[c];
@@ -86,20 +94,13 @@ int run(const Sim& sim, uint64_t seed) {
 // slowest rank's period; noise as in run().
 double steadyCost(const Sim& sim, uint64_t seed, int from) {
   Rng rng{seed * 104729};
-  std::vector<Chooser> ranks(size_t(sim.ranks), Chooser(ChooserOptions{}, sim.truth.size()));
+  std::vector<Chooser> ranks(size_t(sim.ranks), Chooser(sim.options, sim.truth.size()));
   const ClassKey k = classOf(100 << 20, DataType::Float32);
   double best = sim.truth[0].meanS;
   for (const Truth& t : sim.truth) best = std::min(best, t.meanS);
   double spent = 0, ideal = 0;
   for (int call = 0; call < sim.calls; ++call) {
-    if (ranks[0].agreementDue(k)) {
-      std::vector<std::vector<double>> words;
-      for (Chooser& c : ranks) words.push_back(c.windowWords(k));
-      const std::vector<double> agreed = slotMax(words);
-      for (Chooser& c : ranks) c.absorb(k, agreed, sim.base);
-    }
-    std::vector<Choice> ch;
-    for (Chooser& c : ranks) ch.push_back(c.choose(k, sim.base, true));
+    const std::vector<Choice> ch = agreeAndChoose(ranks, k, sim.base);
     const size_t c = size_t(ch[0].candidate);
     const double period = sim.truth[c].meanS * (1 + rng.pm(sim.truth[c].noise));
     for (int r = 0; r < sim.ranks; ++r)
