@@ -85,8 +85,15 @@ inline bool rbfValidLayout(int bits, int mantissa) {
 inline double rbfUnitMax(int bits, int mantissa) {
   return rbfDecodeMagnitude(rbfMaxCode(bits), mantissa, 1.0);
 }
+// eps = float(vmax / unit), one float step lower where that rounded up, so the
+// largest code decodes to at most vmax: no decoded value leaves the sender's
+// range, and a vmax near FLT_MAX cannot decode to Inf. eps * unit is exact in
+// fp64 (24 + 17 significant bits), as is every code's magnitude; the CUDA
+// kernels (device/cuda/quant_rbf.cu epsFor) derive eps the same way.
 inline float rbfEpsForVmax(double vmax, int bits, int mantissa) {
-  return float(vmax / rbfUnitMax(bits, mantissa));
+  const double unit = rbfUnitMax(bits, mantissa);
+  const float eps = float(vmax / unit);
+  return double(eps) * unit > vmax ? std::nextafter(eps, 0.0f) : eps;
 }
 // Default mantissa width for N bits: N - 4 (N = 10 -> m = 6, the paper's
 // eps0 = 0.002 at vmax = 0.5), at least 0.

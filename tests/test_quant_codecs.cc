@@ -50,6 +50,29 @@ TEST_CASE("rbf: code 0..01 is eps, codes are monotone and symmetric, the top is 
   }
 }
 
+TEST_CASE("rbf: the largest code decodes to at most vmax, also for vmax = FLT_MAX", "[quant]") {
+  // eps = float(vmax / unit) alone can round up: the top code then decoded
+  // above vmax, and to Inf for vmax = FLT_MAX (found by fuzz_quant_payload).
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  for (int bits = 3; bits <= 16; ++bits) {
+    for (int m = 0; m <= bits - 2; ++m) {
+      if (!rbfValidLayout(bits, m)) continue;
+      const uint32_t cmax = rbfMaxCode(bits);
+      for (int trial = 0; trial < 64; ++trial) {
+        const float vmax = trial == 0 ? FLT_MAX : std::ldexp(mant(rng), int(rng() % 160) - 60);  // eps stays normal
+        const RbfSpec s = rbfSpec(bits, m, vmax);
+        const float top = cpu::rbfDecodeOne(cmax, s);
+        REQUIRE(std::isfinite(top));
+        REQUIRE(top <= vmax);
+        REQUIRE(double(top) >= double(vmax) * (1 - 1e-6));  // one eps step lower at most
+        REQUIRE(cpu::rbfEncodeOne(vmax, s) == cmax);
+        REQUIRE(cpu::rbfEncodeOne(-FLT_MAX, s) == (cmax | (1u << (bits - 1))));
+      }
+    }
+  }
+}
+
 TEST_CASE("rbf: the paper's layout N=10, m=6, vmax=0.5 gives eps ~ 0.002", "[quant]") {
   const RbfSpec s = rbfSpec(10, 6, 0.5);
   REQUIRE(std::fabs(double(s.eps) - 0.5 / 252.0) < 1e-9);

@@ -3,7 +3,7 @@
 // MaxMinCodec payload: [min, max] fp32 per bucket, then the packed b-bit codes
 //   (device/quant_types.h); encodedBytes = 8 * buckets + ceil(count * b / 8).
 // RbfCodec payload: vmax as fp32, then the packed N-bit RBF words;
-//   encodedBytes = 4 + ceil(count * N / 8). eps = vmax / rbfUnitMax(N, m) is
+//   encodedBytes = 4 + ceil(count * N / 8). eps = rbfEpsForVmax(vmax, N, m) is
 //   derived from the transmitted vmax on both sides, so they agree exactly.
 //   A vmax taken from the data (vmax 0) is a control word: one sync.
 #pragma once

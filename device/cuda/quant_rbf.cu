@@ -52,9 +52,11 @@ __device__ inline float rbfDecodeOne(uint32_t word, const RbfLayout& L) {
   return (word >> (L.bits - 1)) & 1u ? -mag : mag;
 }
 
-// eps for a run's vmax: float(vmax / unitMax), as rbfEpsForVmax.
+// eps for a run's vmax, as rbfEpsForVmax: float(vmax / unitMax), one step
+// lower where that rounded up (the largest code decodes to at most vmax).
 __device__ inline float epsFor(float vmax, double unitMax) {
-  return __double2float_rn(__ddiv_rn(double(vmax), unitMax));
+  const float eps = __double2float_rn(__ddiv_rn(double(vmax), unitMax));
+  return __dmul_rn(double(eps), unitMax) > double(vmax) ? nextafterf(eps, 0.0f) : eps;
 }
 
 struct EncodeCode {
