@@ -57,7 +57,8 @@ inline size_t maxMinBuckets(size_t n, size_t bucket) { return (n + bucket - 1) /
 // An N-bit word: sign bit (bit N-1) + (N-1)-bit magnitude code c. c = 0 is
 // zero; otherwise t = c - 1, e = t >> m, f = t & (2^m - 1) and
 // |v| = eps * 2^e * (1 + f / 2^m). Code 1 decodes to eps, spacing doubles
-// every 2^m codes, the largest code decodes to vmax = eps * rbfUnitMax(N, m).
+// every 2^m codes, the largest code decodes to eps * rbfUnitMax(N, m): vmax,
+// or one eps step below it (rbfEpsForVmax never rounds eps up).
 // Encode: |x| < eps/2 -> c = 0, |x| >= vmax (and +-Inf) -> largest code, else
 // round to nearest (ties to even f). The sign bit keeps the sign of x, so
 // -0.0 round-trips. NaN encodes as +0 (the algorithms never pass one).
