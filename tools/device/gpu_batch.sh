@@ -7,9 +7,12 @@
 # 1. On the CPU machine (downloads the .debs, copies the dataset, checks that
 #    everything carried exists and fits, prints the plan):
 #      tools/device/gpu_batch.sh --dry-run
-# 2. With the `run` device tool, two calls of under 10 minutes each:
-#      run(command='tools/device/gpu_batch.sh --parts a,b2 "$OUT"',    carry=[".device/debs", ".device/data"])
-#      run(command='tools/device/gpu_batch.sh --parts b1,b3,c,d "$OUT"', carry=[".device/debs", ".device/data"])
+# 2. With the `run` device tool: with 15 minutes of device time (Nov 2026; the
+#    machine goes back 30 s after a call), one full call and, at once while it
+#    is warm, a short one with --budget = what `status` leaves less 40 s:
+#      run(command='tools/device/gpu_batch.sh --parts a,b2 --budget 540 "$OUT"', carry=[".device/debs", ".device/data"])
+#      run(command='tools/device/gpu_batch.sh --parts b1,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data"])
+#    (with 30 minutes: --parts a,b2, then --parts b1,b3,c,d, 570 s each)
 #    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
 #      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data"])
 #
