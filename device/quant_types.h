@@ -89,8 +89,9 @@ inline double rbfUnitMax(int bits, int mantissa) {
 // eps = float(vmax / unit), one float step lower where that rounded up, so the
 // largest code decodes to at most vmax: no decoded value leaves the sender's
 // range, and a vmax near FLT_MAX cannot decode to Inf. eps * unit is exact in
-// fp64 (24 + 17 significant bits), as is every code's magnitude; the CUDA
-// kernels (device/cuda/quant_rbf.cu epsFor) derive eps the same way.
+// fp64 (24 + at most m + 1 <= 15 significant bits), as is every code's
+// magnitude; the CUDA kernels (device/cuda/quant_rbf.cu epsFor) derive eps the
+// same way.
 inline float rbfEpsForVmax(double vmax, int bits, int mantissa) {
   const double unit = rbfUnitMax(bits, mantissa);
   const float eps = float(vmax / unit);
