@@ -72,6 +72,22 @@ class Algorithm {
   virtual ~Algorithm() = default;
   // Collective; all ranks call with the same count/dtype/op/bufferKey.
   virtual Status allreduce(Context& ctx, const AllreduceArgs& args) = 0;
+  // The proxy contract (docs/design.md): runs on the calling thread before the
+  // caller's stream is parked on allreduce(ctx, args), which may then run on
+  // another thread while this one prepares the next call. Makes what a
+  // backend cannot make mid-call (FFT plans: Backend::prepareFft); must not
+  // touch state allreduce() changes. Memory is reserved by CallBudget.
+  virtual Status prepare(Context& ctx, const AllreduceArgs& args) {
+    (void)ctx, (void)args;
+    return Status::Ok();
+  }
+  // True when calls of one shape may run different schedules (auto): what
+  // one call drew then says little about the next (CallBudget).
+  virtual bool choosesPerCall() const { return false; }
+  // Memory a call of a new shape may draw beyond what its own size implies
+  // (auto: its calibration probe runs inside its first call); CallBudget
+  // adds it to the first-call bound.
+  virtual device::Backend::Reservation extraFirstCall() const { return {}; }
 };
 
 // The algorithm's exact semantics, computed centrally from every rank's input,

@@ -27,6 +27,8 @@
     "Microseconds a wait busy-polls the network before it sleeps on the UCX event fd, so that more ranks than cores still make progress.") \
   X(API_BACKEND, Enum, "cpu", "cpu|cpu-device",                                            \
     "Backend of communicators made through gradcomp's C API (gradcomp-bench, gradcomp-train, tests): cpu, the CPU reference; cpu-device, the CPU reference with a GPU's memory discipline (device memory that faults when host code touches it, deferred primitives, host-device traffic counted): how CI proves the device-resident data path without a GPU.") \
+  X(PROXY_CHECK, Enum, "auto", "auto|warn|error",                                          \
+    "The proxy contract (docs/design.md): a compressed call that would grow the backend's memory or make an FFT plan while the caller's stream is parked on it. error: the call fails naming what it did; warn: logged, the call goes on (a later call of its shape reserves what it drew); auto: error on the cpu-device backend (CI), warn on a GPU.") \
   X(UCX_ERR_MODE, Enum, "AUTO", "AUTO|PEER|NONE",                                           \
     "UCX endpoint error handling. PEER detects a dead peer at once but UCX 1.13 then avoids shared memory (loopback TCP on one node); NONE allows shared memory, and a dead peer is caught by GRADCOMP_TIMEOUT_S. AUTO: NONE to peers on the same host (same boot id and network namespace), PEER to other hosts (NONE when no transport in UCX_TLS can do PEER).") \
   X(MONITOR, Bool, "1", "",                                                                \

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <string>
 
 #include "common/dtype.h"
 #include "common/status.h"
@@ -89,6 +90,41 @@ class Backend {
   // True when host code may read device memory (the CPU reference only: its
   // references and tests inspect results in place). Algorithms never ask.
   virtual bool hostAccessible() const { return false; }
+
+  // ---- The proxy contract (docs/design.md, "Who may call what, and when") ----
+  // While a caller's stream is parked on a call, the threads running it make
+  // no call that can take the driver's locks or synchronize: memory comes
+  // from what reserve() set aside, FFT plans from prepareFft(). Backends with
+  // no driver (the CPU reference) accept everything and check nothing.
+  struct Reservation {
+    size_t deviceBytes = 0;
+    size_t hostBytes = 0;
+  };
+  // Calling thread, before the wait is enqueued: after it, `r` more bytes of
+  // each space can be allocated without growing the backend's memory.
+  virtual Status reserve(const Reservation& r) {
+    (void)r;
+    return Status::Ok();
+  }
+  // Calling thread: creates the FFT plans fftForward/fftInverse(n, chunk) use.
+  virtual Status prepareFft(size_t n, size_t chunk) {
+    (void)n, (void)chunk;
+    return Status::Ok();
+  }
+  // Brackets the part of a call that runs while its caller's stream is parked
+  // (`what` names the call in messages). strict: growth and plan creation
+  // while parked are refused (GRADCOMP_PROXY_CHECK=error), else only recorded.
+  virtual void park(const std::string& what, bool strict) { (void)what, (void)strict; }
+  // Ends it: *drawn = the bytes the call carved beyond the backend's free
+  // blocks (what a later call of its shape reserves). An error lists what the
+  // call did against the contract.
+  virtual Status unpark(const Reservation& promised, Reservation* drawn) {
+    (void)promised;
+    if (drawn) *drawn = Reservation{};
+    return Status::Ok();
+  }
+  // The primitive enqueued last (for a watchdog's message); nullptr if none.
+  virtual const char* lastPrimitive() const { return nullptr; }
 
   // ---- Ordering ----------------------------------------------------------
   // Waits for every primitive called so far (bounded: a device that makes no

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/cpu/cpu_device_backend.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
 
 using namespace gradcomp;
@@ -501,4 +502,75 @@ TEST_CASE("executor protocol: shutdown with calls in flight", "[executor]") {
     CHECK(stream.hangs_ == 0);
     for (const Call& c : calls) CHECK(outputUntouched(c));
   }
+}
+
+// The watchdog: a job stuck in a primitive (on a GPU: the proxy inside a
+// driver call) is released after GRADCOMP_TIMEOUT_S with no help from the
+// proxy, so the caller's stream moves on; the error names the call, the
+// primitive enqueued last and the thread; shutdown does not wait for the
+// stuck proxy forever.
+TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive",
+          "[executor][watchdog]") {
+  HostStream stream(4);
+  std::unique_ptr<device::Backend> dev = device::makeCpuDeviceBackend();
+  std::atomic<bool> unstick{false};
+  std::mutex mu;
+  std::vector<Status> reported;
+  ProxyWatch watch;
+  watch.step = [&] {
+    const char* p = dev->lastPrimitive();
+    return std::string("primitive ") + (p ? p : "(none)");
+  };
+  watch.reportOwnFailure = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    reported.push_back(s);
+  };
+  auto engine = std::make_unique<ProxyEngine>(stream, "rank 0 of 2", 0.3, watch);
+  void* buf = dev->allocate(4096);
+  const auto t0 = Clock::now();
+  // The injected stall: the job enqueues a primitive, then never returns on
+  // its own (as a proxy blocked in the driver would not).
+  REQUIRE(engine
+              ->submit(
+                  [&]() -> Status {
+                    GC_CHECK(dev->zero(buf, 4096));
+                    while (!unstick.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    return Status::Ok();
+                  },
+                  nullptr, "oktopk allreduce #0 of 1048576 x float")
+              .ok());
+  REQUIRE(stream.waitReleased(1, 10));
+  const double released = secondsSince(t0);
+  CHECK(released >= 0.29);
+  CHECK(released < 5.0);
+  CHECK(stream.hangs_ == 0);
+  CHECK(stream.slot(0)->done == 1);
+  CHECK(stream.slot(0)->status == uint64_t(Err::Timeout));
+  const Status err = engine->asyncError();
+  INFO(err.toString());
+  CHECK(err.code() == Err::Timeout);
+  CHECK(err.message().find("call 0, oktopk allreduce #0 of 1048576 x float") != std::string::npos);
+  CHECK(err.message().find("primitive zero") != std::string::npos);
+  CHECK(err.message().find("proxy thread") != std::string::npos);
+  CHECK(err.message().find("GRADCOMP_TIMEOUT_S = 0.3 s") != std::string::npos);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(reported.size() == 1);  // the peers hear it through the failure monitor
+    CHECK(reported[0].message() == err.message());
+  }
+  // Later calls complete with the error; a new submit is refused.
+  CHECK(engine->submit([] { return Status::Ok(); }, nullptr).code() == Err::Timeout);
+
+  // Shutdown waits a bounded time for the stuck proxy, then leaves it.
+  const auto t1 = Clock::now();
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    unstick = true;
+  });
+  engine->shutdown(true);
+  release.join();
+  CHECK(secondsSince(t1) < 5.0);
+  if (engine->abandoned()) (void)engine.release();  // the thread may still use it
+  dev->deallocate(buf, 4096);
+  CHECK(dev->sync().ok());
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "algorithms/auto/probe.h"
 #include "algorithms/error_feedback.h"
 
 namespace gradcomp::algo::autosel {
@@ -19,6 +20,9 @@ Status AutoAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   last_ = tuner_.labelOf(d);
   return Status::Ok();
 }
+
+// The probe runs inside the first call; later calls may switch candidates.
+device::Backend::Reservation AutoAlgorithm::extraFirstCall() const { return probeMemoryBound(); }
 
 AutoTuner* tunerOf(Algorithm* algorithm) {
   auto* a = dynamic_cast<AutoAlgorithm*>(algorithm);

@@ -14,6 +14,11 @@ namespace gradcomp::algo::autosel {
 class AutoAlgorithm final : public Algorithm {
  public:
   Status allreduce(Context& ctx, const AllreduceArgs& args) override;
+  Status prepare(Context& ctx, const AllreduceArgs& args) override {
+    return tuner_.prepare(ctx, args);
+  }
+  bool choosesPerCall() const override { return true; }
+  device::Backend::Reservation extraFirstCall() const override;
   AutoTuner& tuner() { return tuner_; }
   const AutoTuner& tuner() const { return tuner_; }
   // The candidate label of the last call ("qsgd:BITS=4"; "dense" when none).

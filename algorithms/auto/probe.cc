@@ -318,6 +318,11 @@ const std::vector<size_t>& probeLevels() {
   return levels;
 }
 
+device::Backend::Reservation probeMemoryBound() {
+  const size_t largest = kLevels[sizeof kLevels / sizeof kLevels[0] - 1] * 4;
+  return device::Backend::Reservation{6 * largest, 2 * size_t(kMaxShiftBytes) + largest};
+}
+
 Status runProbe(Context& ctx, Algorithm& dense, const std::vector<ProbeCandidate>& candidates,
                 const ProbeOptions& options, ProbeOutcome* out) {
   Probe probe(ctx, dense, options);

@@ -67,6 +67,10 @@ struct ProbeOutcome {
 // The element counts the probe measures candidates at, smallest first (the
 // simulator's --auto-check fits its models at the same sizes).
 const std::vector<size_t>& probeLevels();
+// The most memory the probe draws from the backend: its largest shift
+// exchange (send and receive) and a candidate at the largest level (the
+// call's buffers and about 4x the tensor of its own, CallBudget's bound).
+device::Backend::Reservation probeMemoryBound();
 
 // Collective over ctx.net with buffers in ctx.dev; `dense` runs the
 // agreements. Tags: sequence numbers in a band of their own.

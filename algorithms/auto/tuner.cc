@@ -65,6 +65,7 @@ void AutoTuner::configure(const param::Overrides& config) {
     disable(s.message());
     GC_WARN("GRADCOMP_ALGO=auto: %s; every call runs dense", s.message().c_str());
   }
+  candidatesReady_.store(true, std::memory_order_release);  // prepare() may read them now
 }
 
 Status AutoTuner::calibrate(Context& ctx) {
@@ -186,6 +187,17 @@ TunerReport AutoTuner::report() const {
   r.probeSeconds = probeSeconds_;
   if (chooser_) r.classes = chooser_->report();
   return r;
+}
+
+Status AutoTuner::prepare(Context& ctx, const AllreduceArgs& args) {
+  // Candidates come with the first call, which may be running on the proxy.
+  if (!candidatesReady_.load(std::memory_order_acquire)) return Status::Ok();
+  for (Candidate& c : candidates_) {
+    if (!c.algorithm) continue;
+    Context candidate{ctx.net, ctx.dev, c.config, ctx.callSeq, ctx.errorFeedback};
+    GC_CHECK(c.algorithm->prepare(candidate, args));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gradcomp::algo::autosel

@@ -19,6 +19,7 @@
 // over (it is error in the input's space, whichever compressor left it).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <set>
 #include <string>
@@ -62,6 +63,9 @@ class AutoTuner {
   // variable (logged once as a WARN).
   void configure(const param::Overrides& config);
   bool configured() const { return configured_; }
+  // Calling thread (Algorithm::prepare): every configured candidate prepares
+  // for the call with its own parameters (which one runs is chosen in it).
+  Status prepare(Context& ctx, const AllreduceArgs& args);
   // Collective: the probe (configures first if needed). A transport failure
   // returns its Status; any other failure disables auto on every rank alike.
   Status calibrate(Context& ctx);
@@ -100,6 +104,7 @@ class AutoTuner {
   };
 
   bool configured_ = false, calibrated_ = false;
+  std::atomic<bool> candidatesReady_{false};  // configure() done: candidates_ fixed
   std::string why_;
   std::vector<Candidate> candidates_;
   ChooserOptions options_;

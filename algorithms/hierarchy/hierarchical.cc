@@ -54,6 +54,24 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
 
+  // The inner algorithm prepares for this rank's shard (found from the host
+  // groups, not the views allreduce() binds: this runs beside it).
+  Status prepare(Context& ctx, const AllreduceArgs& a) override {
+    for (const std::vector<int>& host : hostRanks_)
+      for (size_t l = 0; l < host.size(); ++l) {
+        if (host[l] != ctx.net.rank()) continue;
+        AllreduceArgs in = a;
+        in.count = dense::chunkOf(a.count, int(host.size()), int(l)).size;
+        in.op = RedOp::Sum;
+        return inner_->prepare(ctx, in);
+      }
+    return Status::Ok();
+  }
+  bool choosesPerCall() const override { return inner_->choosesPerCall(); }
+  device::Backend::Reservation extraFirstCall() const override {
+    return inner_->extraFirstCall();
+  }
+
  private:
   // Views over the communicator's transport (rebuilt if it changes).
   Status bind(transport::Transport& net) {

@@ -71,6 +71,12 @@ Status inverseTo(device::Backend& dev, const FftLayout& l, const float* spectrum
 class Fft final : public QuantAlgorithm {
  public:
   Fft() : QuantAlgorithm(kName) {}
+  // Plans for this call's transforms, made before the stream is parked.
+  Status prepare(Context& ctx, const AllreduceArgs& args) override {
+    FftConfig cfg;
+    GC_CHECK(readConfig(ctx.config, &cfg));
+    return args.count ? ctx.dev.prepareFft(args.count, cfg.layout.chunk) : Status::Ok();
+  }
 
  private:
   Status configure(const param::Overrides& config, int nranks, FramePlan* plan) override {

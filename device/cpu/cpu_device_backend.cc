@@ -21,74 +21,12 @@
 
 #include "common/log.h"
 #include "device/cpu/accumulate.h"
+#include "device/cpu/cpu_device_memory.h"
 #include "device/cpu/quant_primitives.h"
 #include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device {
 namespace {
-
-// Virtual address space reserved per backend (PROT_NONE, MAP_NORESERVE: no
-// memory is committed until used).
-constexpr size_t kArenaBytes = size_t(64) << 30;
-constexpr size_t kMinClass = 4096;
-
-// ---- Fault reporting: every live arena, readable from a signal handler ----
-constexpr int kMaxArenas = 64;
-std::atomic<uintptr_t> gArenaBase[kMaxArenas];
-struct sigaction gPreviousSegv;
-std::once_flag gHandlerOnce;
-
-void onSegv(int sig, siginfo_t* info, void* uctx) {
-  const uintptr_t a = uintptr_t(info->si_addr);
-  for (int i = 0; i < kMaxArenas; ++i) {
-    const uintptr_t base = gArenaBase[i].load(std::memory_order_relaxed);
-    if (base && a >= base && a < base + kArenaBytes) {
-      char msg[200];
-      const int len = std::snprintf(
-          msg, sizeof msg,
-          "gradcomp cpu-device: host code touched device memory at %p (outside a primitive): "
-          "an algorithm reads or writes an O(n) buffer on the host\n",
-          info->si_addr);
-      if (len > 0) (void)!write(2, msg, size_t(len));
-      break;
-    }
-  }
-  // Hand the fault on (default action: core dump / death by SIGSEGV).
-  if (gPreviousSegv.sa_flags & SA_SIGINFO) {
-    if (gPreviousSegv.sa_sigaction) gPreviousSegv.sa_sigaction(sig, info, uctx);
-    return;
-  }
-  if (gPreviousSegv.sa_handler != SIG_DFL && gPreviousSegv.sa_handler != SIG_IGN) {
-    gPreviousSegv.sa_handler(sig);
-    return;
-  }
-  signal(SIGSEGV, SIG_DFL);
-  raise(SIGSEGV);
-}
-
-void installHandler() {
-  std::call_once(gHandlerOnce, [] {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = onSegv;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &gPreviousSegv);
-  });
-}
-
-size_t classOf(size_t bytes) {
-  size_t c = kMinClass;
-  while (c < bytes) c *= 2;
-  return c;
-}
-
-bool inside(const std::map<uintptr_t, size_t>& ranges, uintptr_t p, size_t bytes) {
-  auto it = ranges.upper_bound(p);
-  if (it == ranges.begin()) return false;
-  --it;
-  return p >= it->first && p + bytes <= it->first + it->second;
-}
 
 size_t setBits(const uint8_t* bitmap, size_t bits) {
   size_t n = 0;
@@ -100,84 +38,41 @@ enum class Access { Read, Write, ReadWrite };
 
 class CpuDeviceBackend final : public Backend {
  public:
-  CpuDeviceBackend() {
-    void* p = mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) {
-      GC_WARN("cpu-device backend: cannot reserve %zu GiB of address space: %s",
-              kArenaBytes >> 30, std::strerror(errno));
-      return;
-    }
-    base_ = static_cast<char*>(p);
-    installHandler();
-    for (int i = 0; i < kMaxArenas; ++i) {
-      uintptr_t expected = 0;
-      if (gArenaBase[i].compare_exchange_strong(expected, uintptr_t(base_))) {
-        slot_ = i;
-        break;
-      }
-    }
-  }
-  ~CpuDeviceBackend() override {
-    (void)sync();
-    if (slot_ >= 0) gArenaBase[slot_].store(0);
-    if (base_) munmap(base_, kArenaBytes);
-    for (auto& kv : host_) ::operator delete(reinterpret_cast<void*>(kv.first), std::align_val_t(64));
-  }
+  CpuDeviceBackend() = default;
+  ~CpuDeviceBackend() override { (void)sync(); }
 
   const char* name() const override { return "cpu-device"; }
 
   // ---- Memory ----
+  // Under mu_: a slab never appears while sync() has the arena open.
   void* allocate(size_t bytes) override {
-    if (!base_) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    const size_t cls = classOf(bytes ? bytes : 1);
-    char* p = nullptr;
-    auto& list = free_[cls];
-    if (!list.empty()) {
-      p = list.back();
-      list.pop_back();
-    } else {
-      if (used_ + cls > kArenaBytes) return nullptr;
-      p = base_ + used_;
-      used_ += cls;
-    }
-    device_[uintptr_t(p)] = bytes;
-    return p;
+    return mem_.allocateDevice(bytes);
   }
   void deallocate(void* p, size_t bytes) override {
     if (!p) return;
     // Ordered after the primitives recorded so far, like cudaFreeAsync.
-    record("deallocate", [this, p, bytes]() -> Status {
-      auto it = device_.find(uintptr_t(p));
-      GC_REQUIRE(it != device_.end() && it->second == bytes, Err::Internal,
-                 "cpu-device deallocate: %p (%zu bytes) is not a live device allocation", p,
-                 bytes);
-      device_.erase(it);
-      free_[classOf(bytes ? bytes : 1)].push_back(static_cast<char*>(p));
-      return Status::Ok();
-    }, /*always=*/true);
+    record("deallocate", [this, p, bytes] { return mem_.releaseDevice(p, bytes); },
+           /*always=*/true);
   }
-  void* allocateHost(size_t bytes) override {
-    void* p = ::operator new(bytes ? bytes : 1, std::align_val_t(64), std::nothrow);
-    if (p) {
-      std::lock_guard<std::mutex> lock(mu_);
-      host_[uintptr_t(p)] = bytes;
-    }
-    return p;
-  }
+  void* allocateHost(size_t bytes) override { return mem_.allocateHost(bytes); }
   void deallocateHost(void* p, size_t bytes) override {
     if (!p) return;
-    record("deallocateHost", [this, p, bytes]() -> Status {
-      auto it = host_.find(uintptr_t(p));
-      GC_REQUIRE(it != host_.end() && it->second == bytes, Err::Internal,
-                 "cpu-device deallocateHost: %p (%zu bytes) is not a live host allocation", p,
-                 bytes);
-      host_.erase(it);
-      ::operator delete(p, std::align_val_t(64));
-      return Status::Ok();
-    }, /*always=*/true);
+    record("deallocateHost", [this, p, bytes] { return mem_.releaseHost(p, bytes); },
+           /*always=*/true);
   }
+
+  // ---- The proxy contract ----
+  Status reserve(const Reservation& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return mem_.reserve(r);
+  }
+  Status prepareFft(size_t n, size_t chunk) override { return mem_.prepareFft(n, chunk); }
+  void park(const std::string& what, bool strict) override { mem_.park(what, strict); }
+  Status unpark(const Reservation& promised, Reservation* drawn) override {
+    return mem_.unpark(promised, drawn);
+  }
+  const char* lastPrimitive() const override { return last_.load(); }
 
   // ---- Ordering ----
   Status sync() override {
@@ -628,6 +523,7 @@ class CpuDeviceBackend final : public Backend {
     });
   }
   Status fftForward(const float* src, size_t n, size_t chunk, float* spectrum) override {
+    GC_CHECK(mem_.planFft(n, chunk));
     return defer("fftForward", [=]() -> Status {
       GC_CHECK(arg("fftForward", "src", src, n * 4, Access::Read));
       GC_CHECK(arg("fftForward", "spectrum", spectrum, fftBinCount(n, chunk) * 8, Access::Write));
@@ -635,6 +531,7 @@ class CpuDeviceBackend final : public Backend {
     });
   }
   Status fftInverse(const float* spectrum, size_t n, size_t chunk, float* dst) override {
+    GC_CHECK(mem_.planFft(n, chunk));
     return defer("fftInverse", [=]() -> Status {
       GC_CHECK(arg("fftInverse", "spectrum", spectrum, fftBinCount(n, chunk) * 8, Access::Read));
       GC_CHECK(arg("fftInverse", "dst", dst, n * 4, Access::Write));
@@ -692,7 +589,8 @@ class CpuDeviceBackend final : public Backend {
   static Backend& cpu() { return cpuBackend(); }
 
   template <class F>
-  Status defer(const char* /*name*/, F&& f) {
+  Status defer(const char* name, F&& f) {
+    last_.store(name);
     record("", std::forward<F>(f), false);
     return Status::Ok();
   }
@@ -722,8 +620,8 @@ class CpuDeviceBackend final : public Backend {
              size_t touched = SIZE_MAX) {
     if (bytes == 0) return Status::Ok();
     const uintptr_t a = uintptr_t(p);
-    if (inside(device_, a, bytes)) return Status::Ok();
-    GC_REQUIRE(inside(host_, a, bytes), Err::InvalidArgument,
+    if (mem_.isDevice(p, bytes)) return Status::Ok();
+    GC_REQUIRE(mem_.isHost(p, bytes), Err::InvalidArgument,
                "cpu-device %s: argument '%s' (%zu bytes at %p) is neither device nor host "
                "memory of this backend (a GPU kernel would fault here)",
                primitive, name, bytes, p);
@@ -758,21 +656,16 @@ class CpuDeviceBackend final : public Backend {
     return ok;
   }
 
-  void setOpen(bool open) {
-    if (base_ && used_) mprotect(base_, used_, open ? PROT_READ | PROT_WRITE : PROT_NONE);
-  }
+  void setOpen(bool open) { mem_.setOpen(open); }
   Status takeError() {
     Status s = error_;
     error_ = Status::Ok();
     return s;
   }
 
-  char* base_ = nullptr;
-  int slot_ = -1;
+  CpuDeviceMemory mem_;  // first: outlives the queue's releases
+  std::atomic<const char*> last_{nullptr};  // lastPrimitive()
   mutable std::mutex mu_;
-  size_t used_ = 0;
-  std::map<size_t, std::vector<char*>> free_;
-  std::map<uintptr_t, size_t> device_, host_;
   std::vector<Op> queue_;
   Status error_;
   Traffic traffic_;

@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "common/log.h"
 #include "common/param.h"
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
+#include "device/cuda/kernel_registry.h"
 
 namespace gradcomp::device {
 
@@ -167,6 +169,7 @@ DeviceScope::~DeviceScope() {
 
 Prim::Prim(BackendState& s, const char* name)
     : s_(s), lock_(s.mu), device_(s.device), name_(name), op_(s.ops++) {
+  s.lastPrimitive.store(name);
   s.pending = true;
   ++s.traffic.primitives;
 }
@@ -203,14 +206,16 @@ void Prim::onFailure(int source, Formatter format, unsigned long long p0, unsign
 
 Status Prim::scratch(size_t bytes, void** out) {
   if (bytes > s_.scratchBytes || s_.scratch == nullptr) {
-    // Stream-ordered: the old area is released after every kernel enqueued
-    // before, the new one is usable by every kernel enqueued after.
-    if (s_.scratch) GC_CHECK(check(cudaFreeAsync(s_.scratch, s_.stream), "cudaFreeAsync (scratch)"));
+    // From the device heap, in stream order: the old area is reused only by
+    // kernels enqueued after every kernel that used it.
+    if (s_.scratch) s_.deviceHeap->release(s_.scratch, s_.scratchBytes);
     s_.scratch = nullptr;
     s_.scratchBytes = 0;
     const size_t want = std::max(bytes + bytes / 4, size_t(1) << 20);
-    GC_CHECK(check(cudaMallocFromPoolAsync(&s_.scratch, want, s_.pool, s_.stream),
-                   "device scratch allocation"));
+    s_.scratch = s_.deviceHeap->allocate(want);
+    GC_REQUIRE(s_.scratch != nullptr, Err::SystemError,
+               "cuda %s: no device memory for %zu bytes of scratch%s", name_, want,
+               s_.parked ? " (the proxy contract forbids growing it mid-call)" : "");
     s_.scratchBytes = want;
     GC_TRACE(DEVICE, "cuda backend (device %d): scratch grew to %zu bytes", s_.device, want);
   }
@@ -267,11 +272,31 @@ Status CudaBackend::create(int device, std::unique_ptr<CudaBackend>* out) {
   BackendState& s = *be->state_;
   DeviceScope scope(device);
   GC_CHECK(cudaOk(scope.error(), device, "cudaSetDevice"));
+  // Before any caller's stream can be parked on this backend's work.
+  GC_CHECK(preloadKernels(device));
   GC_CHECK(devicePool(device, &s.pool));
   GC_CHECK(cudaOk(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), device,
                   "cudaStreamCreateWithFlags"));
   GC_CHECK(cudaOk(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming), device,
                   "cudaEventCreateWithFlags"));
+  // Device slabs: stream-ordered allocations on the backend's stream (made by
+  // reserve() on the calling thread, before any stream is parked on a call).
+  SlabHeap::Source source;
+  BackendState* state = &s;
+  source.grow = [state](size_t bytes) -> void* {
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, state->pool, state->stream);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      GC_WARN("cuda backend (device %d): device slab of %zu bytes failed: %s", state->device,
+              bytes, cudaGetErrorString(e));
+      return nullptr;
+    }
+    return p;
+  };
+  source.free = [state](void* p, size_t) { (void)cudaFreeAsync(p, state->stream); };
+  s.deviceHeap = std::make_unique<SlabHeap>("cuda device memory", std::move(source),
+                                            size_t(4) << 20);
   void* control = nullptr;
   GC_CHECK(cudaOk(cudaMallocFromPoolAsync(&control, sizeof(ControlBlock), s.pool, s.stream),
                   device, "control block allocation"));
@@ -300,7 +325,10 @@ CudaBackend::~CudaBackend() {
   const bool deviceDone = synced.code() != Err::Timeout && synced.code() != Err::SystemError;
   DeviceScope scope(s.device);
   if (s.fftPlans) destroyFftPlans(s.fftPlans);
-  if (s.scratch) (void)cudaFreeAsync(s.scratch, s.stream);
+  if (s.deviceHeap) {
+    if (deviceDone) s.deviceHeap->releaseSlabs();  // cudaFreeAsync, stream-ordered
+    else s.deviceHeap->abandon();
+  }
   if (s.control) (void)cudaFreeAsync(s.control, s.stream);
   const Status last = !deviceDone ? synced
                       : s.event   ? recordAndWait(s, "the backend's last work")
@@ -322,10 +350,11 @@ void CudaBackend::retire() {
   std::lock_guard<std::mutex> lock(s.mu);
   DeviceScope scope(s.device);
   s.retired = true;
-  if (s.scratch) (void)cudaFreeAsync(s.scratch, s.stream);
+  if (s.scratch) s.deviceHeap->release(s.scratch, s.scratchBytes);
   s.scratch = nullptr;
   s.scratchBytes = 0;
   if (!deviceDone) return;  // the device may still use the rest
+  if (s.deviceHeap->live() == 0) s.deviceHeap->releaseSlabs();
   if (s.fftPlans) destroyFftPlans(s.fftPlans);
   s.fftPlans = nullptr;
   s.pinned.retire();
@@ -338,20 +367,9 @@ void* CudaBackend::allocate(size_t bytes) {
   BackendState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   DeviceScope scope(s.device);
-  void* p = nullptr;
-  const cudaError_t e = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, s.pool, s.stream);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    GC_WARN("cuda backend (device %d): device allocation of %zu bytes failed: %s", s.device, bytes,
-            cudaGetErrorString(e));
-    return nullptr;
-  }
-  if (uintptr_t(p) % 64 != 0) {  // the contract's alignment; pools give 256 or more
-    (void)cudaFreeAsync(p, s.stream);
-    GC_WARN("cuda backend (device %d): pool returned %p, not 64-byte aligned", s.device, p);
-    return nullptr;
-  }
-  return p;
+  // Slabs are 256-byte aligned and classes multiples of 64: blocks keep the
+  // contract's 64-byte alignment.
+  return s.deviceHeap->allocate(bytes ? bytes : 1);
 }
 
 void CudaBackend::deallocate(void* p, size_t bytes) {
@@ -359,10 +377,58 @@ void CudaBackend::deallocate(void* p, size_t bytes) {
   if (p == nullptr) return;
   BackendState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  DeviceScope scope(s.device);
-  if (cudaFreeAsync(p, s.stream) != cudaSuccess) (void)cudaGetLastError();
+  // Reused only by work enqueued later on the stream: ordered after its users.
+  s.deviceHeap->release(p, bytes ? bytes : 1);
+  if (s.retired && s.deviceHeap->live() == 0) {
+    DeviceScope scope(s.device);
+    s.deviceHeap->releaseSlabs();
+  }
   s.pending = true;
 }
+
+Status CudaBackend::reserve(const Reservation& r) {
+  BackendState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  DeviceScope scope(s.device);
+  GC_CHECK(cudaOk(scope.error(), s.device, "cudaSetDevice"));
+  GC_REQUIRE(s.deviceHeap->reserve(r.deviceBytes), Err::SystemError,
+             "cuda backend (device %d): cannot reserve %zu bytes of device memory for a call",
+             s.device, r.deviceBytes);
+  GC_REQUIRE(s.pinned.heap().reserve(r.hostBytes), Err::SystemError,
+             "cuda backend (device %d): cannot reserve %zu bytes of pinned host memory for a call",
+             s.device, r.hostBytes);
+  return Status::Ok();
+}
+
+void CudaBackend::park(const std::string& what, bool strict) {
+  BackendState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.parked = true;
+  s.strict = strict;
+  s.parkedWhat = what;
+  s.deviceHeap->park(what, strict);
+  s.pinned.heap().park(what, strict);
+}
+
+Status CudaBackend::unpark(const Reservation& promised, Reservation* drawn) {
+  BackendState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.parked = false;
+  Reservation used;
+  std::vector<std::string> bad = s.deviceHeap->unpark(promised.deviceBytes, &used.deviceBytes);
+  for (std::string& v : s.pinned.heap().unpark(promised.hostBytes, &used.hostBytes))
+    bad.push_back(std::move(v));
+  for (std::string& v : s.violations) bad.push_back(std::move(v));
+  s.violations.clear();
+  if (drawn) *drawn = used;
+  if (bad.empty()) return Status::Ok();
+  std::string all;
+  for (const std::string& v : bad) all += (all.empty() ? "" : "; ") + v;
+  return makeStatus(Err::Internal, "proxy contract broken on device %d: %s", s.device,
+                    all.c_str());
+}
+
+const char* CudaBackend::lastPrimitive() const { return state_->lastPrimitive.load(); }
 
 void* CudaBackend::allocateHost(size_t bytes) {
   BackendState& s = *state_;

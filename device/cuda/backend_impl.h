@@ -20,7 +20,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -28,6 +30,7 @@
 
 #include "common/status.h"
 #include "device/backend.h"
+#include "device/slab_heap.h"
 
 namespace gradcomp::device::cuda {
 
@@ -95,31 +98,30 @@ inline double floatOfBits(unsigned long long bits) {
   return double(f);
 }
 
-// Mapped pinned host memory in power-of-two classes (from 256 bytes), kept
-// for the backend's life; its registry tells host memory from device memory.
+// Mapped pinned host memory (pinned_pool.cu): a SlabHeap over cudaHostAlloc,
+// kept for the backend's life; its slabs tell host memory from device memory.
 class PinnedPool {
  public:
-  PinnedPool() = default;
-  ~PinnedPool();  // cudaFreeHost of every block: only at backend destruction
+  PinnedPool();
+  ~PinnedPool();  // cudaFreeHost of every slab: only at backend destruction
   PinnedPool(const PinnedPool&) = delete;
   PinnedPool& operator=(const PinnedPool&) = delete;
   void* allocate(size_t bytes);
   void release(void* p, size_t bytes);  // back to the free list (caller orders it)
-  // True when [p, p + bytes) lies inside one block of this pool.
-  bool contains(const void* p, size_t bytes) const;
-  size_t reservedBytes() const;
-  // From now on released blocks go back to the driver (no kernel uses them
-  // any more); blocks on the free lists go at once.
+  // True when [p, p + bytes) lies inside one slab of this pool.
+  bool contains(const void* p, size_t bytes) const { return heap_.contains(p, bytes); }
+  size_t reservedBytes() const { return heap_.slabBytes(); }
+  // No kernel uses the blocks any more: the slabs go back to the driver once
+  // every block has been released.
   void retire();
-  // Forgets every block without freeing it (the device may still use them:
+  // Forgets every slab without freeing it (the device may still use them:
   // a backend destroyed after a sync that timed out leaks rather than crash).
   void abandon();
+  SlabHeap& heap() { return heap_; }
 
  private:
-  mutable std::mutex mu_;
-  std::map<int, std::vector<void*>> free_;  // class -> blocks
-  std::map<uintptr_t, size_t> blocks_;      // every block: address -> size
-  size_t bytes_ = 0;
+  SlabHeap heap_;
+  std::mutex mu_;
   bool retired_ = false;
 };
 
@@ -141,8 +143,16 @@ struct BackendState {
   ControlBlock* control = nullptr;      // device memory
   unsigned int* hostFailed = nullptr;   // pinned
   FailureWords* mirror = nullptr;       // pinned: the failure, read back on the error path
-  void* scratch = nullptr;              // device memory, grows (stream-ordered)
+  void* scratch = nullptr;              // device memory from `device`, grows
   size_t scratchBytes = 0;
+  // Device memory: slabs from the pool (cudaMallocFromPoolAsync on `stream`),
+  // blocks reused in stream order (every user is on `stream`).
+  std::unique_ptr<SlabHeap> deviceHeap;
+  // The proxy contract (cuda_backend.h park/unpark): FFT plans made mid-call.
+  bool parked = false, strict = false;
+  std::string parkedWhat;
+  std::vector<std::string> violations;
+  std::atomic<const char*> lastPrimitive{nullptr};
 
   // The epoch: what was enqueued since the last sync.
   bool pending = false;

@@ -3,15 +3,18 @@
 // stream, nothing waited for until sync(). Host header: compiles with g++
 // and needs no CUDA include path.
 //
-// - Device memory (allocate): stream-ordered allocations (cudaMallocAsync on
-//   the backend's stream) from a memory pool of the device that keeps what it
-//   reserved (release threshold: unlimited), so calls after the first take
-//   memory from the pool instead of the driver. deallocate is cudaFreeAsync on
-//   the stream: ordered after every earlier primitive.
-// - Host memory (allocateHost): mapped pinned blocks from a per-backend pool;
-//   kernels address them by the host pointer (unified addressing). A block
-//   given back returns to the pool at the next sync(), after the kernels that
-//   may still use it.
+// - Device memory (allocate): blocks of a SlabHeap (device/slab_heap.h) whose
+//   slabs are stream-ordered allocations (cudaMallocFromPoolAsync on the
+//   backend's stream) from a pool of the device that keeps what it reserved.
+//   deallocate returns the block to its free list at once: every later user
+//   is enqueued later on the same stream, so reuse is ordered after it.
+// - Host memory (allocateHost): mapped pinned blocks of a SlabHeap over
+//   cudaHostAlloc; kernels address them by the host pointer (unified
+//   addressing). A block given back returns to the free list at the next
+//   sync(), after the kernels that may still use it.
+// - The proxy contract: slabs grow only in reserve() (the calling thread,
+//   before the caller's stream is parked); mid-call growth and FFT plans made
+//   mid-call are violations unpark() reports (refused when strict).
 // - Scalar results: kernels write them into mapped pinned slots; sync() waits
 //   and copies every slot to the host pointer the primitive was given.
 // - Errors in the data (malformed payloads, out-of-range indexes): kernels
@@ -69,6 +72,14 @@ class CudaBackend final : public Backend {
   void deallocate(void* p, size_t bytes) override;
   void* allocateHost(size_t bytes) override;
   void deallocateHost(void* p, size_t bytes) override;
+
+  // The proxy contract (device/backend.h): memory from SlabHeaps that grow
+  // only in reserve(); FFT plans from prepareFft (fft_cufft.cu).
+  Status reserve(const Reservation& r) override;
+  Status prepareFft(size_t n, size_t chunk) override;
+  void park(const std::string& what, bool strict) override;
+  Status unpark(const Reservation& promised, Reservation* drawn) override;
+  const char* lastPrimitive() const override;
 
   Status sync() override;
   Traffic traffic() const override;

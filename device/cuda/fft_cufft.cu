@@ -17,6 +17,9 @@
 #include <type_traits>
 #include <utility>
 
+#include <cstdio>
+#include <vector>
+
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
 
@@ -124,6 +127,16 @@ Status planFor(Prim& p, BackendState& s, size_t len, size_t batch, bool forward,
   }
   auto it = cache->plans.find({len, batch});
   if (it == cache->plans.end()) {
+    // cuFFT allocates and loads its kernels here: the proxy contract wants it
+    // done by prepareFft, before the caller's stream is parked.
+    if (s.parked) {
+      char msg[200];
+      std::snprintf(msg, sizeof msg, "a cuFFT plan (%zu transforms of length %zu) made while "
+                    "the caller's stream was parked on ", batch, len);
+      s.violations.push_back(msg + s.parkedWhat);
+      GC_REQUIRE(!s.strict, Err::Internal, "proxy contract: %s%s (Backend::prepareFft makes "
+                 "plans on the calling thread)", msg, s.parkedWhat.c_str());
+    }
     cufftHandle r2c = 0, c2r = 0;
     cufftResult rc = fft->plan1d(&r2c, int(len), CUFFT_R2C, int(batch));
     if (rc == CUFFT_SUCCESS) rc = fft->plan1d(&c2r, int(len), CUFFT_C2R, int(batch));
@@ -228,6 +241,43 @@ Status CudaBackend::fftInverse(const float* spectrum, size_t n, size_t chunk, fl
                                                                  rest, 1.0f / float(rest));
   }
   return p.launched();
+}
+
+// The calling thread, before a call that transforms n values in chunks is
+// parked: the plans it needs, each run once forward and back on scratch so
+// that cuFFT's kernels are loaded now (lazy loading would load them at their
+// first launch, mid-call). Only new plans cost anything.
+Status CudaBackend::prepareFft(size_t n, size_t chunk) {
+  GC_CHECK(checkChunk(chunk, "prepareFft"));
+  if (n == 0) return Status::Ok();
+  const size_t full = n / chunk, rest = n % chunk;
+  std::vector<std::pair<size_t, size_t>> shapes;  // (length, batch)
+  if (full) shapes.push_back({chunk, full});
+  if (rest > 1) shapes.push_back({rest, 1});
+  for (const auto& shape : shapes) {
+    Prim p(state(), "prepareFft");
+    auto* cache = static_cast<FftPlanCache*>(state().fftPlans);
+    if (cache && cache->plans.count(shape)) continue;
+    const size_t len = shape.first, batch = shape.second;
+    cufftHandle plan;
+    const CufftApi* fft = nullptr;
+    GC_CHECK(planFor(p, state(), len, batch, true, &plan, &fft));
+    const size_t values = len * batch, bins = fftBinsOfLength(len) * batch;
+    float* in = static_cast<float*>(state().deviceHeap->allocate(values * 4));
+    float* out = static_cast<float*>(state().deviceHeap->allocate(bins * 8));
+    GC_REQUIRE(in && out, Err::SystemError,
+               "cuda prepareFft: no device memory to warm up a plan of %zu x %zu", batch, len);
+    GC_CHECK(p.check(cudaMemsetAsync(in, 0, values * 4, p.stream()), "cudaMemsetAsync"));
+    GC_REQUIRE(fft->execR2C(plan, in, reinterpret_cast<cufftComplex*>(out)) == CUFFT_SUCCESS,
+               Err::SystemError, "cuda prepareFft: cufftExecR2C failed");
+    GC_CHECK(planFor(p, state(), len, batch, false, &plan, &fft));
+    GC_REQUIRE(fft->execC2R(plan, reinterpret_cast<cufftComplex*>(out), in) == CUFFT_SUCCESS,
+               Err::SystemError, "cuda prepareFft: cufftExecC2R failed");
+    state().deviceHeap->release(in, values * 4);  // reused in stream order
+    state().deviceHeap->release(out, bins * 8);
+    GC_CHECK(p.launched());
+  }
+  return Status::Ok();
 }
 
 }  // namespace gradcomp::device

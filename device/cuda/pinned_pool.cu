@@ -1,9 +1,11 @@
 // PinnedPool (backend_impl.h): mapped pinned host memory for payloads,
-// control words and scalar slots. Blocks come in power-of-two classes from
-// 256 bytes; a released block goes to its class's free list and is handed out
-// again, so steady-state calls allocate nothing. Every block is registered,
-// which is how the backend tells host-memory arguments (PCIe traffic) from
-// device memory. Blocks go back to the driver only when the pool is destroyed.
+// control words and scalar slots, as a SlabHeap (device/slab_heap.h) whose
+// slabs come from cudaHostAlloc. A released block goes to its class's free
+// list and is handed out again, so steady-state calls allocate nothing; a
+// slab is asked of the driver only by reserve() (the calling thread, before
+// the caller's stream is parked) or, against the proxy contract, mid-call
+// (reported by unpark). The slabs are registered, which is how the backend
+// tells host-memory arguments (PCIe traffic) from device memory.
 #include <cuda_runtime.h>
 
 #include "common/log.h"
@@ -12,26 +14,10 @@
 namespace gradcomp::device::cuda {
 namespace {
 
-int classOf(size_t bytes) {
-  int c = 8;  // 256 bytes
-  while (c < 63 && (size_t(1) << c) < bytes) ++c;
-  return c;
-}
+constexpr size_t kMinSlab = size_t(1) << 20;
 
-}  // namespace
-
-void* PinnedPool::allocate(size_t bytes) {
-  const int c = classOf(bytes);
-  if (c >= 48) return nullptr;  // 256 TiB: a size no call can mean
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& list = free_[c];
-  if (!list.empty()) {
-    void* p = list.back();
-    list.pop_back();
-    return p;
-  }
+void* hostSlab(size_t size) {
   void* p = nullptr;
-  const size_t size = size_t(1) << c;
   const cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocMapped | cudaHostAllocPortable);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky: keep it from surfacing as a launch error
@@ -39,7 +25,7 @@ void* PinnedPool::allocate(size_t bytes) {
     return nullptr;
   }
   // Kernels use the host address itself (unified addressing): check once per
-  // block that the device sees the same address.
+  // slab that the device sees the same address.
   void* dev = nullptr;
   if (cudaHostGetDevicePointer(&dev, p, 0) != cudaSuccess || dev != p) {
     (void)cudaGetLastError();
@@ -48,67 +34,46 @@ void* PinnedPool::allocate(size_t bytes) {
     cudaFreeHost(p);  // a fresh block no kernel has seen: nothing to wait for
     return nullptr;
   }
-  blocks_[uintptr_t(p)] = size;
-  bytes_ += size;
-  GC_TRACE(DEVICE, "cuda backend: pinned pool grew by %zu to %zu bytes", size, bytes_);
+  GC_TRACE(DEVICE, "cuda backend: pinned slab of %zu bytes", size);
   return p;
+}
+
+SlabHeap::Source hostSource() {
+  SlabHeap::Source s;
+  s.grow = hostSlab;
+  s.free = [](void* p, size_t) { (void)cudaFreeHost(p); };
+  return s;
+}
+
+}  // namespace
+
+PinnedPool::PinnedPool() : heap_("cuda pinned host memory", hostSource(), kMinSlab) {}
+
+void* PinnedPool::allocate(size_t bytes) {
+  if (bytes >= (size_t(1) << 47)) return nullptr;  // a size no call can mean
+  return heap_.allocate(bytes);
 }
 
 void PinnedPool::release(void* p, size_t bytes) {
   if (p == nullptr) return;
+  heap_.release(p, bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  if (retired_) {
-    auto it = blocks_.find(uintptr_t(p));
-    if (it != blocks_.end()) {
-      bytes_ -= it->second;
-      blocks_.erase(it);
-      cudaFreeHost(p);
-    }
-    return;
-  }
-  free_[classOf(bytes)].push_back(p);
+  if (retired_ && heap_.live() == 0) heap_.releaseSlabs();
 }
 
 void PinnedPool::retire() {
   std::lock_guard<std::mutex> lock(mu_);
   retired_ = true;
-  for (auto& kv : free_)
-    for (void* p : kv.second) {
-      auto it = blocks_.find(uintptr_t(p));
-      if (it == blocks_.end()) continue;
-      bytes_ -= it->second;
-      blocks_.erase(it);
-      cudaFreeHost(p);
-    }
-  free_.clear();
-}
-
-bool PinnedPool::contains(const void* p, size_t bytes) const {
-  if (p == nullptr) return false;
-  const uintptr_t a = uintptr_t(p);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.upper_bound(a);
-  if (it == blocks_.begin()) return false;
-  --it;
-  return a >= it->first && a - it->first + bytes <= it->second;
-}
-
-size_t PinnedPool::reservedBytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return bytes_;
+  if (heap_.live() == 0) heap_.releaseSlabs();
 }
 
 void PinnedPool::abandon() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!blocks_.empty())
+  if (heap_.slabBytes())
     GC_WARN("cuda backend: leaving %zu bytes of pinned memory to the process (the device did "
-            "not finish the work that may still use it)", bytes_);
-  blocks_.clear();
-  free_.clear();
+            "not finish the work that may still use it)", heap_.slabBytes());
+  heap_.abandon();
 }
 
-PinnedPool::~PinnedPool() {
-  for (auto& kv : blocks_) cudaFreeHost(reinterpret_cast<void*>(kv.first));
-}
+PinnedPool::~PinnedPool() = default;  // the heap gives its slabs back
 
 }  // namespace gradcomp::device::cuda

@@ -178,7 +178,11 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
                                              &ctx.errorFeedback));
   GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
-  GC_CHECK(instance->allreduce(ctx, args));
+  // As the CUDA executor runs it: prepared and reserved on the calling
+  // thread, then run with the backend parked (algorithms/call_budget.h).
+  algo::CallBudget::Reservation promise;
+  GC_CHECK(comm->budget.prepare(*instance, cfg.info->name, ctx, args, &promise));
+  GC_CHECK(comm->budget.run(*instance, cfg.info->name, ctx, args, promise));
   const auto* selector = dynamic_cast<const algo::autosel::AutoAlgorithm*>(instance.get());
   comm->lastAlgorithm = selector ? selector->lastChoice() : cfg.info->name;
   return Status::Ok();

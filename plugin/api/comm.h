@@ -8,6 +8,7 @@
 #include <string>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/call_budget.h"
 #include "algorithms/error_feedback.h"
 #include "common/param.h"
 #include "transport/bootstrap.h"
@@ -32,6 +33,8 @@ struct gcComm {
   // hierarchical schedule when topology.hierarchical and the algorithm
   // supports it.
   std::map<std::string, std::unique_ptr<gradcomp::algo::Algorithm>> algorithms;
+  // The proxy contract's reservations (cpu-device checks them as a GPU needs).
+  gradcomp::algo::CallBudget budget;
   uint64_t callSeq = 0;  // equal on all ranks: every rank makes the same calls
   std::string lastAlgorithm;  // gcCommLastAlgorithm
 };

@@ -23,11 +23,13 @@
 
 #if GRADCOMP_HAVE_CUDA
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "algorithms/call_budget.h"
 #include "common/log.h"
 #include "common/param.h"
 #include "device/backend.h"
@@ -63,6 +65,7 @@ class SignalAdapter final : public StreamSide {
 
 struct CommProxy {
   int device = -1;
+  algo::CallBudget budget;  // what each call reserves before its stream is parked
   std::unique_ptr<device::CudaBackend> backend;
   std::unique_ptr<SignalAdapter> side;
   std::unique_ptr<ProxyEngine> engine;  // stopped first (joins the proxy)
@@ -106,20 +109,32 @@ class CudaExecutor final : public Executor {
     CommProxy* comm = nullptr;
     GC_CHECK(commFor(call.net, ordinal, &comm));
     device::CudaBackend* dev = comm->backend.get();
+    algo::CallBudget* budget = &comm->budget;
     const CompressedCall job = call;
+    const std::string name = call.algorithmName ? call.algorithmName : "compressed";
+    // The proxy contract: plans and memory for the call are made here, on the
+    // calling thread, before its stream is parked (algorithms/call_budget.h).
+    algo::CallBudget::Reservation promise;
+    {
+      algo::Context ctx{*call.net, *dev, *call.config, call.callSeq, call.errorFeedback};
+      GC_CHECK(budget->prepare(*call.algorithm, name, ctx, call.args, &promise));
+    }
+    char what[160];
+    std::snprintf(what, sizeof what, "%s allreduce #%llu of %zu x %s", name.c_str(),
+                  (unsigned long long)call.callSeq, call.args.count, dtypeName(call.args.dtype));
     return comm->engine->submit(
-        [job, dev]() -> Status {
+        [job, dev, budget, name, promise]() -> Status {
           device::CurrentDevice proxyDevice(dev->deviceOrdinal());  // the proxy thread's
           GC_CHECK(proxyDevice.status());
           algo::Context ctx{*job.net, *dev, *job.config, job.callSeq, job.errorFeedback};
           if (job.algorithmName) job.net->setActivity(job.algorithmName);
-          const Status ran = job.algorithm->allreduce(ctx, job.args);
+          const Status ran = budget->run(*job.algorithm, name, ctx, job.args, promise);
           // Also after a failure half-way: no kernel of this call may still
           // write recvBuf once done lets the caller's stream go on.
           const Status synced = dev->sync();
           return ran.ok() ? synced : ran;
         },
-        stream);
+        stream, what);
   }
 
   Status asyncError(const transport::Transport* net) override {
@@ -139,6 +154,11 @@ class CudaExecutor final : public Executor {
     }
     // Every queued call gets its done flag before the proxy stops.
     gone->engine->shutdown(abortPending);
+    if (gone->engine->abandoned()) {
+      // A proxy stuck in the driver may still wake up and use all of it.
+      (void)gone.release();
+      return;
+    }
     gone->engine.reset();
     {
       device::CurrentDevice current(gone->device);
@@ -193,6 +213,11 @@ class CudaExecutor final : public Executor {
         watch.agreedFailure = [m] { return m->verdict(); };
         watch.reportOwnFailure = [m](const Status& s) { m->reportSelf(s); };
       }
+      device::CudaBackend* dev = proxy->backend.get();
+      watch.step = [dev] {
+        const char* p = dev->lastPrimitive();
+        return std::string("primitive ") + (p ? p : "(none yet)") + " (enqueued last)";
+      };
       proxy->engine = std::make_unique<ProxyEngine>(
           *proxy->side, "rank " + std::to_string(net->rank()) + " of " +
                             std::to_string(net->size()),

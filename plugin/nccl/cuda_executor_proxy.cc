@@ -1,5 +1,6 @@
 #include "plugin/nccl/cuda_executor_proxy.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/log.h"
@@ -41,7 +42,11 @@ ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS, Pr
   thread_ = std::thread([this, init = std::move(threadInit)] {
     if (init) init();
     proxyLoop();
+    std::lock_guard<std::mutex> lock(mu_);
+    proxyExited_ = true;
+    exitCv_.notify_all();
   });
+  watchdog_ = std::thread([this] { watchdogLoop(); });
 }
 
 ProxyEngine::~ProxyEngine() { shutdown(false); }
@@ -76,7 +81,7 @@ Status ProxyEngine::waitSlotFree(int slot, uint64_t seq) {
   return Status::Ok();
 }
 
-Status ProxyEngine::submit(Job job, void* stream) {
+Status ProxyEngine::submit(Job job, void* stream, std::string what) {
   GC_CHECK(asyncError());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -95,7 +100,7 @@ Status ProxyEngine::submit(Job job, void* stream) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) job = [s]() { return s; };
-    queue_.push_back(Pending{seq, slot, std::move(job)});
+    queue_.push_back(Pending{seq, slot, std::move(job), std::move(what)});
   }
   cv_.notify_one();
   return s;
@@ -136,6 +141,13 @@ Status ProxyEngine::runOne(Pending& p) {
                       name_.c_str(), (unsigned long long)p.seq);
   }
   GC_CHECK(waitReady(p));
+  {  // the watchdog times the job from here
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = true;
+    released_ = false;
+    current_ = Pending{p.seq, p.slot, nullptr, p.what};
+    startedAt_ = Clock::now();
+  }
   return p.job();
 }
 
@@ -151,23 +163,86 @@ void ProxyEngine::proxyLoop() {
     }
     const Status st = runOne(p);
     if (!st.ok()) fail(st);
-    Slot* s = side_.slot(p.slot);
-    s->status = st.ok() ? 0 : uint64_t(st.code());
-    storeRelease(&s->done, p.seq + 1);  // last: publishes the words above
-    completed_.fetch_add(1);
+    complete(p, st);
     GC_TRACE(PLUGIN, "CUDA executor (%s): call %llu done (%s)", name_.c_str(),
              (unsigned long long)p.seq, st.ok() ? "ok" : st.toString().c_str());
   }
 }
 
+void ProxyEngine::complete(const Pending& p, const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool mine = !running_ || current_.seq != p.seq || !released_;
+  if (running_ && current_.seq == p.seq) {
+    running_ = false;
+    released_ = true;
+  }
+  if (!mine) return;  // the watchdog released this call already
+  Slot* s = side_.slot(p.slot);
+  s->status = st.ok() ? 0 : uint64_t(st.code());
+  storeRelease(&s->done, p.seq + 1);  // last: publishes the words above
+  completed_.fetch_add(1);
+}
+
+// Wakes a few times per timeout; needs no CUDA call to release a stream.
+void ProxyEngine::watchdogLoop() {
+  const auto tick = std::chrono::duration<double>(std::min(0.25, std::max(0.01, timeoutS_ / 8)));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!proxyExited_) {
+    exitCv_.wait_for(lock, tick);
+    if (!running_ || released_) continue;
+    const double ran = std::chrono::duration<double>(Clock::now() - startedAt_).count();
+    if (ran < timeoutS_) continue;
+    const std::string step = watch_.step ? watch_.step() : std::string();
+    Status st = makeStatus(
+        Err::Timeout,
+        "CUDA executor (%s): call %llu%s%s did not finish within GRADCOMP_TIMEOUT_S = %g s; "
+        "stalled on the proxy thread%s%s. The watchdog released the caller's stream; the "
+        "communicator is failed",
+        name_.c_str(), (unsigned long long)current_.seq, current_.what.empty() ? "" : ", ",
+        current_.what.c_str(), timeoutS_, step.empty() ? "" : " at ", step.c_str());
+    released_ = true;
+    watchdogFired_ = true;
+    Slot* s = side_.slot(current_.slot);
+    s->status = uint64_t(st.code());
+    storeRelease(&s->done, current_.seq + 1);
+    completed_.fetch_add(1);
+    if (error_.ok()) {
+      error_ = st;
+      failed_ = true;
+    }
+    lock.unlock();
+    GC_WARN("%s", st.toString().c_str());
+    if (watch_.reportOwnFailure) watch_.reportOwnFailure(st);
+    lock.lock();
+  }
+}
+
 void ProxyEngine::shutdown(bool abortPending) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (abortPending) abort_ = true;
     stopping_ = true;
+    cv_.notify_all();
+    // A proxy the watchdog gave up on may never come back from where it is
+    // stuck: wait a bounded time, then leave it (the process can still exit).
+    if (watchdogFired_ &&
+        !exitCv_.wait_for(lock, std::chrono::duration<double>(std::min(timeoutS_, 5.0)),
+                          [&] { return proxyExited_; })) {
+      GC_WARN("CUDA executor (%s): the proxy thread is still stuck; it is left behind",
+              name_.c_str());
+      if (thread_.joinable()) thread_.detach();
+      abandoned_ = true;
+    }
   }
-  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      proxyExited_ = true;  // also when the proxy was left behind
+    }
+    exitCv_.notify_all();
+    watchdog_.join();
+  }
 }
 
 }  // namespace gradcomp::nccl

@@ -17,9 +17,17 @@
 // - after the first failure every later call completes with that error
 //   without running (the transport is broken), asyncError() reports it and
 //   submit() refuses new calls.
+// - a watchdog thread releases a call whose job has run GRADCOMP_TIMEOUT_S
+//   without finishing (the proxy stuck in a primitive, a driver call, a
+//   peer that never answers): it writes the slot's status and done words --
+//   plain stores to mapped memory, no CUDA call -- so the caller's stream goes
+//   on, and fails the engine with a message naming the call, its step (the
+//   primitive enqueued last) and the thread. The stuck proxy is abandoned at
+//   shutdown if it has not come back.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +61,7 @@ class StreamSide {
 struct ProxyWatch {
   std::function<Status()> agreedFailure;             // Ok while there is none
   std::function<void(const Status&)> reportOwnFailure;
+  std::function<std::string()> step;  // what the running call does now (watchdog)
 };
 
 class ProxyEngine {
@@ -70,14 +79,18 @@ class ProxyEngine {
   ProxyEngine& operator=(const ProxyEngine&) = delete;
 
   // Calling thread. Ok = enqueued; the outcome arrives through asyncError()
-  // (and the next submit).
-  Status submit(Job job, void* stream);
+  // (and the next submit). `what` names the call in the watchdog's message.
+  Status submit(Job job, void* stream, std::string what = {});
   // Ok, or the first failure of any call so far.
   Status asyncError() const;
   // Stops the proxy: drain runs every queued call (each still bounded by the
   // timeout), abort completes them with an error without running them.
   // Either way every queued call gets its done flag. Idempotent.
   void shutdown(bool abortPending);
+
+  // True after a shutdown that left a stuck proxy thread behind: the engine
+  // and what its jobs use must then never be destroyed (the thread may wake).
+  bool abandoned() const { return abandoned_.load(); }
 
   uint64_t submitted() const { return nextSeq_; }
   uint64_t completed() const { return completed_.load(); }
@@ -87,8 +100,12 @@ class ProxyEngine {
     uint64_t seq;
     int slot;
     Job job;
+    std::string what;
   };
   void proxyLoop();
+  void watchdogLoop();
+  // Writes the slot's status and done (once per call: proxy or watchdog).
+  void complete(const Pending& p, const Status& st);
   Status runOne(Pending& p);
   Status waitReady(const Pending& p);
   Status agreedFailure() const;
@@ -109,7 +126,17 @@ class ProxyEngine {
   Status error_;
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> completed_{0};
+  // The call the proxy runs (under mu_): its start, and whether it is done.
+  bool running_ = false;
+  Pending current_;
+  std::chrono::steady_clock::time_point startedAt_;
+  bool released_ = false;      // the running call's done was written
+  bool proxyExited_ = false;   // proxyLoop returned
+  bool watchdogFired_ = false;
+  std::atomic<bool> abandoned_{false};
+  std::condition_variable exitCv_;
   std::thread thread_;
+  std::thread watchdog_;
 };
 
 }  // namespace gradcomp::nccl

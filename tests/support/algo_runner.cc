@@ -8,7 +8,9 @@
 #include <memory>
 #include <thread>
 
+#include "algorithms/call_budget.h"
 #include "algorithms/error_feedback.h"
+#include "algorithms/hierarchy/hierarchical.h"
 #include "device/arrays.h"
 #include "transport/local_transport.h"
 
@@ -30,19 +32,25 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
     threads.emplace_back([&, r] {
       Status& st = (*rankStatus)[r];
       device::Backend& dev = backendOf(r);
-      const size_t bytes = run.count * dtypeSize(run.dtype);
+      size_t most = run.count;
+      for (size_t n : run.counts) most = std::max(most, n);
+      const size_t capacity = most * dtypeSize(run.dtype);
       // The call's buffers are device memory, as a framework's tensors are;
       // inputs and results move through host memory with backend copies.
-      device::DeviceArray<uint8_t> in(dev, bytes), out(dev, bytes);
-      device::HostArray<float> values(dev, run.count);
-      device::HostArray<uint8_t> host(dev, bytes);
+      device::DeviceArray<uint8_t> in(dev, capacity), out(dev, capacity);
+      device::HostArray<float> values(dev, most);
+      device::HostArray<uint8_t> host(dev, capacity);
       std::unique_ptr<algo::ErrorFeedbackStore> ef;
       std::unique_ptr<algo::Algorithm> alg = info->create();
+      if (!run.hosts.empty()) alg = algo::hierarchy::makeHierarchical(std::move(alg), run.hosts);
+      algo::CallBudget budget;
       st = algo::ErrorFeedbackStore::create(run.config, &ef);
       for (int c = 0; c < run.calls && st.ok(); ++c) {
-        for (size_t i = 0; i < run.count; ++i) values[i] = inputValue(r, c, i);
-        if (c == run.nanCall && r == 0 && run.count > 1) values[1] = std::nanf("");
-        st = dev.convert(host.data(), run.dtype, values.data(), DataType::Float32, run.count);
+        const size_t count = run.counts.empty() ? run.count : run.counts[c % run.counts.size()];
+        const size_t bytes = count * dtypeSize(run.dtype);
+        for (size_t i = 0; i < count; ++i) values[i] = inputValue(r, c, i);
+        if (c == run.nanCall && r == 0 && count > 1) values[1] = std::nanf("");
+        st = dev.convert(host.data(), run.dtype, values.data(), DataType::Float32, count);
         if (st.ok()) st = dev.copy(in.data(), host.data(), bytes);
         const bool inPlace = c % 2 == 1;
         if (st.ok() && inPlace) st = dev.copy(out.data(), in.data(), bytes);
@@ -52,14 +60,20 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
         algo::AllreduceArgs a;
         a.sendBuf = inPlace ? out.data() : in.data();
         a.recvBuf = out.data();
-        a.count = run.count;
+        a.count = count;
         a.dtype = run.dtype;
-        a.bufferKey = 11;
-        st = alg->allreduce(ctx, a);
+        a.bufferKey = 11 + count;
+        if (run.throughBudget) {
+          algo::CallBudget::Reservation promise;
+          st = budget.prepare(*alg, run.algo, ctx, a, &promise);
+          if (st.ok()) st = budget.run(*alg, run.algo, ctx, a, promise);
+        } else {
+          st = alg->allreduce(ctx, a);
+        }
         if (!st.ok()) break;
         st = dev.copy(host.data(), out.data(), bytes);
         if (st.ok()) st = dev.sync();
-        (*results)[r].emplace_back(host.begin(), host.end());
+        (*results)[r].emplace_back(host.begin(), host.begin() + bytes);
       }
       // Algorithm scratch and residuals go back to dev before the arrays above.
       alg.reset();

@@ -23,6 +23,13 @@ struct AlgoRun {
   // Call at which rank 0's element 1 is NaN (-1: none): the algorithms'
   // non-finite fallbacks (quantized: exact sum; sparse: dense).
   int nanCall = -1;
+  // Call c's count is counts[c % size] when set (else count).
+  std::vector<size_t> counts;
+  // Runs each call as the CUDA executor does: CallBudget::prepare, then
+  // CallBudget::run with the backend parked (algorithms/call_budget.h).
+  bool throughBudget = false;
+  // Ranks per host: the algorithm runs hierarchically when set.
+  std::vector<std::vector<int>> hosts;
 };
 
 // Rank r's input element i at call c.

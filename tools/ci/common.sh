@@ -20,10 +20,18 @@ GC_PACKAGES=(build-essential cmake ninja-build pkg-config libucx-dev ucx-utils l
              python3-torch  # GPU batch driver and PyTorch example on CPU/gloo (tests/device_batch.cmake)
              clang llvm libclang-rt-14-dev)  # sanitizer and libFuzzer builds
 
+# What the demo (tools/ci/demo.sh) needs to configure and build gradcomp-bench:
+# no test framework, sanitizer toolchain, MPI or PyTorch.
+GC_DEMO_PACKAGES=(build-essential cmake ninja-build pkg-config libucx-dev libhwloc-dev
+                  libopenblas-dev zlib1g-dev libfftw3-dev libtomlplusplus-dev)
+
 # apt-get only for packages that are missing; sudo only when not root.
+# Arguments: the packages (default: GC_PACKAGES, everything the tests need).
 gc_install_missing() {
+  local wanted=("$@")
+  [ ${#wanted[@]} -gt 0 ] || wanted=("${GC_PACKAGES[@]}")
   local missing=()
-  for pkg in "${GC_PACKAGES[@]}"; do
+  for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
       missing+=("$pkg")
   done

@@ -1,0 +1,57 @@
+// The proxy contract's bookkeeping for one communicator (docs/design.md,
+// "Who may call what, and when"). A call runs in two parts:
+//
+//   prepare (calling thread, before the caller's stream is parked): the
+//     algorithm's prepare() (FFT plans), then Backend::reserve of what the
+//     call may draw: the most any earlier call of its shape drew, or, for a
+//     shape not seen yet (and for algorithms that choose per call), the
+//     first-call bound below. This is the only place backend memory grows.
+//   run (the proxy, stream parked): the algorithm with its backend parked;
+//     what the call drew is learned for later calls of its shape. With
+//     GRADCOMP_PROXY_CHECK=error a call that would grow memory or make a plan
+//     fails with the violation; with warn it is logged and the call goes on.
+//
+// First-call bound (measured on cpu-device over every algorithm, P 3 and 4,
+// tools/device/README.md): device 4 x the tensor's fp32 bytes + 8 MiB, host
+// 2 x its bytes + 8 MiB, above what the largest call so far drew.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "algorithms/algorithm.h"
+
+namespace gradcomp::algo {
+
+// GRADCOMP_PROXY_CHECK: error (violations fail the call) or warn; "auto" is
+// error on a checking backend (cpu-device) and warn elsewhere.
+bool proxyCheckStrict(const device::Backend& dev);
+
+class CallBudget {
+ public:
+  using Reservation = device::Backend::Reservation;
+
+  // Calling thread. *promise: what was reserved for this call (pass to run).
+  Status prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
+                 const AllreduceArgs& args, Reservation* promise);
+  // The thread that runs the call, with the caller's stream parked on it.
+  Status run(Algorithm& algorithm, const std::string& name, Context& ctx,
+             const AllreduceArgs& args, const Reservation& promise);
+
+  // First-call bound of a tensor of `bytes` (fp32 bytes of its elements).
+  static Reservation firstCallBound(size_t fp32Bytes);
+
+ private:
+  using Shape = std::tuple<std::string, size_t, int, int>;  // name, count, dtype, op
+  static Shape shapeOf(const std::string& name, const AllreduceArgs& a) {
+    return Shape{name, a.count, int(a.dtype), int(a.op)};
+  }
+  std::mutex mu_;
+  std::map<Shape, Reservation> drawn_;  // the most a call of the shape drew
+  Reservation largest_;                  // the most any call drew
+};
+
+}  // namespace gradcomp::algo
