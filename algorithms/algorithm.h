@@ -84,10 +84,13 @@ class Algorithm {
   // True when calls of one shape may run different schedules (auto): what
   // one call drew then says little about the next (CallBudget).
   virtual bool choosesPerCall() const { return false; }
-  // Memory a call of a new shape may draw beyond what its own size implies
-  // (auto: its calibration probe runs inside its first call); CallBudget
-  // adds it to the first-call bound.
-  virtual device::Backend::Reservation extraFirstCall() const { return {}; }
+  // Memory a call of a new shape may draw beyond CallBudget's first-call
+  // bound for its size (fft: complex spectra; auto: its calibration probe
+  // runs inside its first call); CallBudget adds it.
+  virtual device::Backend::Reservation extraFirstCall(const AllreduceArgs& args) const {
+    (void)args;
+    return {};
+  }
 };
 
 // The algorithm's exact semantics, computed centrally from every rank's input,

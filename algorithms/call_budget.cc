@@ -40,7 +40,7 @@ Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Contex
     if (it != drawn_.end()) want = it->second;
     if (it == drawn_.end() || algorithm.choosesPerCall()) {
       Reservation bound = firstCallBound(args.count * std::max<size_t>(4, dtypeSize(args.dtype)));
-      const Reservation extra = algorithm.extraFirstCall();
+      const Reservation extra = algorithm.extraFirstCall(args);
       bound.deviceBytes += extra.deviceBytes;
       bound.hostBytes += extra.hostBytes;
       takeMax(&want, bound);

@@ -180,8 +180,7 @@ class SlabHeap {
     return p;
   }
   bool growLocked(size_t atLeast) {
-    size_t size = minSlab_;
-    while (size < atLeast) size *= 2;
+    const size_t size = (std::max(atLeast, minSlab_) + minSlab_ - 1) / minSlab_ * minSlab_;
     void* p = source_.grow ? source_.grow(size) : nullptr;
     if (p == nullptr) return false;
     slabs_[uintptr_t(p)] = Slab{size, 0};

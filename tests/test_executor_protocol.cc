@@ -534,7 +534,8 @@ TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive"
               ->submit(
                   [&]() -> Status {
                     GC_CHECK(dev->zero(buf, 4096));
-                    while (!unstick.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    while (!unstick.load())
+                      std::this_thread::sleep_for(std::chrono::milliseconds(5));
                     return Status::Ok();
                   },
                   nullptr, "oktopk allreduce #0 of 1048576 x float")

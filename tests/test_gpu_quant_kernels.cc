@@ -147,8 +147,8 @@ TEST_CASE("cuda absStats and max-min quantization match the cpu", "[gpu]") {
   REQUIRE(f.gpu.dequantizeMaxMin(hm.data(), hc.data(), 11, spec, og.ptr(), false, 6).ok());
   sameOutcome(f.done(), f.cpu.dequantizeMaxMin(meta.data(), codes.data(), 11, spec, oc.data(), false, 6));
   spec.bits = 3;
-  CHECK(testing::argumentError(f.gpu, f.gpu.quantizeMaxMin(og.ptr(), 11, spec, 0, og.ptr(), hc.data(), nullptr)) ==
-        Err::InvalidArgument);
+  const Status badBits = f.gpu.quantizeMaxMin(og.ptr(), 11, spec, 0, og.ptr(), hc.data(), nullptr);
+  CHECK(testing::argumentError(f.gpu, badBits) == Err::InvalidArgument);
 }
 
 TEST_CASE("cuda RBF streams and segments match the cpu", "[gpu]") {
@@ -332,7 +332,8 @@ TEST_CASE("cuda blockDot reproduces the fixed summation order, and expandBlocks"
       CHECK(sameBits(dd.get(), alias));
     }
   DevBuf<float> one(f.gpu, 1);
-  CHECK(testing::argumentError(f.gpu, f.gpu.blockDot(one.ptr(), one.ptr(), 1, 0, one.ptr())) == Err::InvalidArgument);
+  CHECK(testing::argumentError(
+            f.gpu, f.gpu.blockDot(one.ptr(), one.ptr(), 1, 0, one.ptr())) == Err::InvalidArgument);
 }
 
 TEST_CASE("cuda FFT, bin selection, bitmap checks, gather and scatter against the cpu", "[gpu]") {

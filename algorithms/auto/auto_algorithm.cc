@@ -22,7 +22,9 @@ Status AutoAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
 }
 
 // The probe runs inside the first call; later calls may switch candidates.
-device::Backend::Reservation AutoAlgorithm::extraFirstCall() const { return probeMemoryBound(); }
+device::Backend::Reservation AutoAlgorithm::extraFirstCall(const AllreduceArgs&) const {
+  return probeMemoryBound();
+}
 
 AutoTuner* tunerOf(Algorithm* algorithm) {
   auto* a = dynamic_cast<AutoAlgorithm*>(algorithm);

@@ -18,7 +18,7 @@ class AutoAlgorithm final : public Algorithm {
     return tuner_.prepare(ctx, args);
   }
   bool choosesPerCall() const override { return true; }
-  device::Backend::Reservation extraFirstCall() const override;
+  device::Backend::Reservation extraFirstCall(const AllreduceArgs& args) const override;
   AutoTuner& tuner() { return tuner_; }
   const AutoTuner& tuner() const { return tuner_; }
   // The candidate label of the last call ("qsgd:BITS=4"; "dense" when none).

@@ -68,8 +68,8 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
   bool choosesPerCall() const override { return inner_->choosesPerCall(); }
-  device::Backend::Reservation extraFirstCall() const override {
-    return inner_->extraFirstCall();
+  device::Backend::Reservation extraFirstCall(const AllreduceArgs& a) const override {
+    return inner_->extraFirstCall(a);  // the whole tensor: at least the shard's
   }
 
  private:

@@ -106,7 +106,9 @@ CpuDeviceMemory::CpuDeviceMemory() {
   };
   deviceHeap_ = std::make_unique<SlabHeap>("cpu-device device memory", std::move(dev), kMinSlab);
   SlabHeap::Source host;
-  host.grow = [](size_t bytes) { return ::operator new(bytes, std::align_val_t(64), std::nothrow); };
+  host.grow = [](size_t bytes) {
+    return ::operator new(bytes, std::align_val_t(64), std::nothrow);
+  };
   host.free = [](void* slab, size_t) { ::operator delete(slab, std::align_val_t(64)); };
   hostHeap_ = std::make_unique<SlabHeap>("cpu-device host memory", std::move(host), kMinSlab);
 }

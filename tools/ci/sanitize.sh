@@ -15,9 +15,9 @@ failed=0
 # The executables whose every test case runs under TSan: what runs threads
 # (UCX progress, the failure monitor, the executor's worker, WAGMA's asynchronous
 # group reductions, the CollNet plugin's worker per group polled from NCCL's
-# proxy thread).
-GC_TSAN_TESTS=(test_transport test_transport_faults test_failure_monitor test_executor_protocol test_wagma
-               test_wagma_async test_collnet_plugin)
+# proxy thread, the ranks-as-threads of the proxy contract's test).
+GC_TSAN_TESTS=(test_transport test_transport_faults test_failure_monitor test_executor_protocol
+               test_proxy_contract test_wagma test_wagma_async test_collnet_plugin)
 
 run_asan() {
   gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON
