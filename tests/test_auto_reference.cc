@@ -126,7 +126,8 @@ TEST_CASE("auto reference: trials, compressor switches and flushes replay with #
   size_t flushes = 0, compressorSwitches = 0;
   for (size_t c = 1; c < r.choices.size(); ++c) {
     flushes += r.choices[c] == "dense(flush)";
-    const bool was = r.choices[c - 1].rfind("dense", 0) != 0, is = r.choices[c].rfind("dense", 0) != 0;
+    const bool was = r.choices[c - 1].rfind("dense", 0) != 0;
+    const bool is = r.choices[c].rfind("dense", 0) != 0;
     compressorSwitches += was && is && r.choices[c] != r.choices[c - 1];
   }
   CHECK(flushes >= 2);

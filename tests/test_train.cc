@@ -103,7 +103,8 @@ TEST_CASE("gradcomp-train: 2 ranks on a subset learn (dense, gradient allreduce)
   CHECK(r.output.find("test_acc") != std::string::npos);  // rank 0's table
 }
 
-TEST_CASE("gradcomp-train: auto on the MLP with seed 1 reaches dense's accuracy band", "[train][mp]") {
+TEST_CASE("gradcomp-train: auto on the MLP with seed 1 reaches dense's accuracy band",
+          "[train][mp]") {
   // auto's trials compress some early buckets (error feedback, flushed when
   // it returns to dense); the run must end where dense ends: on this subset
   // dense reaches about 80.5% after 4 epochs and epoch-to-epoch test
@@ -112,7 +113,8 @@ TEST_CASE("gradcomp-train: auto on the MLP with seed 1 reaches dense's accuracy 
   for (const char* algo : {"dense", "auto"}) {
     const std::string json = tempJson(algo);
     // auto: calibrate whatever the machine's load (else it may run dense throughout).
-    const std::string extra = std::string(algo) == "auto" ? "--param AUTO_PROBE_LIMIT_MS=60000 " : "";
+    const std::string extra =
+        std::string(algo) == "auto" ? "--param AUTO_PROBE_LIMIT_MS=60000 " : "";
     const Result r = runTrain(std::string("--ranks 2 --algo ") + algo +
                               " --model mlp --seed 1 --train-limit 4000 --test-limit 2000 "
                               "--epochs 4 --bucket-mb 0.5 " + extra + "-J " + json);
@@ -122,7 +124,8 @@ TEST_CASE("gradcomp-train: auto on the MLP with seed 1 reaches dense's accuracy 
     std::remove(json.c_str());
     REQUIRE(runs[algo].size() == 4);
   }
-  const double dense = runs["dense"].back().at("test_acc"), chosen = runs["auto"].back().at("test_acc");
+  const double dense = runs["dense"].back().at("test_acc");
+  const double chosen = runs["auto"].back().at("test_acc");
   INFO("test_acc: dense " << dense << ", auto " << chosen);
   CHECK(dense > 0.60);
   CHECK(std::fabs(chosen - dense) <= 0.03);

@@ -39,7 +39,8 @@ class AutoReference final : public Reference {
       param::Overrides own = config;
       for (const auto& [name, value] : spec.params)
         GC_CHECK(own.set(name, value, "GRADCOMP_AUTO_CANDIDATES entry " + spec.label));
-      Candidate c{spec.label, findAlgorithm(spec.algo)->reference(nranks_)};
+      const AlgorithmInfo* info = findAlgorithm(spec.algo);
+      Candidate c{spec.label, info->reference ? info->reference(nranks_) : nullptr};
       GC_REQUIRE(c.reference != nullptr, Err::Unsupported,
                  "auto reference: candidate %s has no reference", spec.label.c_str());
       GC_CHECK(c.reference->configure(own));
