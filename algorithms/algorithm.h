@@ -55,6 +55,7 @@ uint64_t scheduleKey(const AllreduceArgs& a);
 uint64_t residualKey(const AllreduceArgs& a);
 
 class ErrorFeedbackStore;  // algorithms/error_feedback.h
+struct CentralResiduals;   // algorithms/error_feedback.h
 
 // Everything a call may use; owned by the communicator.
 struct Context {
@@ -112,6 +113,20 @@ class Reference {
   // |out - expected| (0 = bit-exact after rounding expected to the dtype).
   virtual Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                         std::vector<double>* expected, std::vector<double>* tolerance) = 0;
+  // From now on keep every rank's error-feedback residuals in `residuals`,
+  // shared with other references (a selector's candidates share the
+  // communicator's store). Called after configure(). A reference that keeps
+  // no residuals (dense) accepts and ignores it; the default refuses
+  // (Unsupported), so no selector replays a compressor whose residuals would
+  // silently diverge from the run's.
+  virtual Status shareResiduals(const std::shared_ptr<CentralResiduals>& residuals);
+  // Selectors (auto): the choice the next call ran, as the algorithm reported
+  // it (gcCommLastAlgorithm); called before that call's expect(). Other
+  // references ignore it.
+  virtual Status recordChoice(const std::string& label) {
+    (void)label;
+    return Status::Ok();
+  }
 };
 
 struct AlgorithmInfo {

@@ -182,4 +182,13 @@ double ErrorFeedbackStore::residualNorm(uint64_t key) const {
   return std::sqrt(sum);
 }
 
+Status CentralResiduals::create(int nranks, const param::Overrides& config,
+                                std::shared_ptr<CentralResiduals>* out) {
+  auto c = std::make_shared<CentralResiduals>();
+  c->stores.resize(size_t(nranks));
+  for (auto& s : c->stores) GC_CHECK(ErrorFeedbackStore::create(config, &s));
+  *out = std::move(c);
+  return Status::Ok();
+}
+
 }  // namespace gradcomp::algo

@@ -28,6 +28,7 @@
 #include <list>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "common/param.h"
 #include "common/status.h"
@@ -97,6 +98,21 @@ class ErrorFeedbackStore {
   size_t bytesUsed_ = 0;
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_;  // front = most recent
+};
+
+// Every simulated rank's residual store of a Reference (CPU reference
+// memory). A reference owns one; a selector's Reference (auto) gives one to
+// all its candidates' references, since the candidates share the
+// communicator's store (Reference::shareResiduals).
+struct CentralResiduals {
+  std::vector<std::unique_ptr<ErrorFeedbackStore>> stores;  // [rank]
+  // Set by the selector's reference: uses are then marked (and stale
+  // residuals retired) by its call index `callSeq`, one clock for every
+  // candidate, instead of each reference's own count.
+  bool shared = false;
+  uint64_t callSeq = 0;
+  static Status create(int nranks, const param::Overrides& config,
+                       std::shared_ptr<CentralResiduals>* out);
 };
 
 }  // namespace gradcomp::algo

@@ -55,4 +55,10 @@ std::string namesWhere(bool selector) {
 std::string algorithmNames() { return namesWhere(false); }
 std::string selectorNames() { return namesWhere(true); }
 
+Status Reference::shareResiduals(const std::shared_ptr<CentralResiduals>& residuals) {
+  (void)residuals;
+  return makeStatus(Err::Unsupported,
+                    "this algorithm's reference cannot share error-feedback residuals");
+}
+
 }  // namespace gradcomp::algo

@@ -255,6 +255,21 @@ TEST_CASE("gradcomp-bench --algo auto names the candidates the timed calls ran",
   }
 }
 
+TEST_CASE("gradcomp-bench --algo auto checks every call against its reference", "[bench][mp]") {
+  // Trials of dense and oktopk in the warm-up calls, flushes among them: the
+  // reference replays each call's choice, so #wrong is a number, 0.
+  const Result r = runBench({"--ranks", "3", "--algo", "auto", "--auto-probe-limit-ms", "60000",
+                             "--auto-candidates", "dense,oktopk", "-b", "256K", "-e", "256K",
+                             "-w", "24", "-n", "4", "-J", "autock.json"},
+                            {}, 240);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(contains(r.out, "# Wrong values         : 0 OK"));
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/autock.json"));
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("wrong") == "0");
+}
+
 TEST_CASE("gradcomp-bench dense on 3 ranks in bfloat16 writes complete JSON rows",
           "[bench][mp]") {
   const Result r = runBench({"--ranks", "3", "--algo", "dense", "-b", "1K", "-e", "64K", "-f", "4",

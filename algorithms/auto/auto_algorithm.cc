@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "algorithms/auto/auto_reference.h"
 #include "algorithms/auto/probe.h"
 #include "algorithms/error_feedback.h"
 
@@ -17,7 +18,7 @@ Status AutoAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tuner_.finish(d, seconds, ctx.errorFeedback && ctx.errorFeedback->enabled());
-  last_ = tuner_.labelOf(d);
+  last_ = tuner_.labelOf(d) + (d.flush ? kFlushMark : "");
   return Status::Ok();
 }
 
@@ -52,7 +53,7 @@ GC_REGISTER_ALGORITHM(
       param::Id::SIGN_BLOCK, param::Id::THETA, param::Id::THETA_DECAY_CALLS,
       param::Id::FFT_CHUNK},
      [] { return std::unique_ptr<Algorithm>(new AutoAlgorithm()); },
-     nullptr,
+     [](int nranks) { return makeAutoReference(nranks); },
      true});
 
 }  // namespace gradcomp::algo::autosel

@@ -1,8 +1,8 @@
 // "auto" in the algorithm registry (a selector: AlgorithmInfo::selector):
 // per call one of GRADCOMP_AUTO_CANDIDATES, chosen by the communicator's
 // AutoTuner (tuner.h). Its first call is the calibration probe (collective,
-// bounded by GRADCOMP_AUTO_PROBE_MS). No Reference: the result is whatever
-// the chosen candidate computes.
+// bounded by GRADCOMP_AUTO_PROBE_MS). Its Reference (auto_reference.h)
+// replays each call's recorded choice with that candidate's Reference.
 #pragma once
 
 #include <string>
@@ -21,7 +21,9 @@ class AutoAlgorithm final : public Algorithm {
   device::Backend::Reservation extraFirstCall(const AllreduceArgs& args) const override;
   AutoTuner& tuner() { return tuner_; }
   const AutoTuner& tuner() const { return tuner_; }
-  // The candidate label of the last call ("qsgd:BITS=4"; "dense" when none).
+  // What the last call ran: the candidate's label ("qsgd:BITS=4"; "dense"
+  // when none), "dense(flush)" (kFlushMark) for a dense call that sent and
+  // cleared a compressor's residual (FlushDense).
   const std::string& lastChoice() const { return last_; }
 
  private:

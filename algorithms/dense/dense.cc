@@ -79,6 +79,8 @@ void roundoff(DataType t, double* u, double* eta) {
 class DenseReference final : public Reference {
  public:
   explicit DenseReference(int nranks) : nranks_(nranks) {}
+  // No residuals: a selector's dense candidate runs without error feedback.
+  Status shareResiduals(const std::shared_ptr<CentralResiduals>&) override { return Status::Ok(); }
 
   Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                 std::vector<double>* expected, std::vector<double>* tolerance) override {

@@ -164,8 +164,7 @@ Status endCall(Context& ctx, const AllreduceArgs& args, CallState* st, const flo
 Status CentralRanks::create(int nranks, const param::Overrides& config,
                             std::unique_ptr<CentralRanks>* out) {
   auto c = std::make_unique<CentralRanks>();
-  c->stores_.resize(nranks);
-  for (auto& s : c->stores_) GC_CHECK(ErrorFeedbackStore::create(config, &s));
+  GC_CHECK(CentralResiduals::create(nranks, config, &c->res_));
   for (int r = 0; r < nranks; ++r) c->scratch_.emplace_back(device::cpuBackend());
   c->accs_.assign(nranks, nullptr);
   *out = std::move(c);
@@ -185,9 +184,10 @@ Status CentralRanks::begin(const std::vector<const void*>& inputs, const Allredu
   stats->resize(P);
   for (int r = 0; r < P; ++r) {
     bool fresh = true;
-    if (useErrorFeedback && stores_[r]->enabled()) {
-      GC_CHECK(stores_[r]->begin(dev, residualKey(args), args.count, *call, &scratch_[r], &accs_[r],
-                                 &fresh));
+    if (useErrorFeedback && res_->stores[r]->enabled()) {
+      const uint64_t seq = res_->shared ? res_->callSeq : *call;
+      GC_CHECK(res_->stores[r]->begin(dev, residualKey(args), args.count, seq, &scratch_[r],
+                                      &accs_[r], &fresh));
     } else {
       scratch_[r].resize(args.count);
       accs_[r] = scratch_[r].data();
@@ -209,7 +209,7 @@ Status CentralRanks::fallback(const std::vector<std::vector<float>>& acc,
   GC_CHECK(simulateExchange(device::cpuBackend(), raw, raw, ExchangeSeeds{}, args.op, acc, out,
                             nullptr));
   if (useErrorFeedback)
-    for (auto& s : stores_)
+    for (auto& s : res_->stores)
       if (s->enabled()) GC_CHECK(s->clear(device::cpuBackend(), residualKey(args)));
   return Status::Ok();
 }
@@ -222,7 +222,7 @@ Status CentralRanks::end(const AllreduceArgs& args, bool useErrorFeedback,
   GC_REQUIRE(owner.empty() || int(owner.size()) == size(), Err::Internal,
              "quantized reference: %zu owner residuals for %d ranks", owner.size(), size());
   for (int r = 0; r < size(); ++r) {
-    if (!stores_[r]->enabled()) continue;
+    if (!res_->stores[r]->enabled()) continue;
     // The accumulator is CPU reference memory: the residual is written in place.
     for (size_t i = 0; i < args.count; ++i) accs_[r][i] = acc[r][i] - contribution[r][i];
     if (!owner.empty()) {
@@ -231,7 +231,7 @@ Status CentralRanks::end(const AllreduceArgs& args, bool useErrorFeedback,
                  "quantized reference: owner residual of rank %d past the buffer", r);
       std::copy(o.values.begin(), o.values.end(), accs_[r] + o.begin);
     }
-    GC_CHECK(stores_[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
+    GC_CHECK(res_->stores[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
   }
   return Status::Ok();
 }

@@ -88,7 +88,9 @@ class CentralRanks {
  public:
   static Status create(int nranks, const param::Overrides& config,
                        std::unique_ptr<CentralRanks>* out);
-  int size() const { return int(stores_.size()); }
+  int size() const { return int(res_->stores.size()); }
+  // Reference::shareResiduals.
+  void share(std::shared_ptr<CentralResiduals> residuals) { res_ = std::move(residuals); }
 
   // acc[r] = fp32(inputs[r]) (+ residual r), stats, fallback; mirrors beginCall.
   Status begin(const std::vector<const void*>& inputs, const AllreduceArgs& args,
@@ -105,7 +107,7 @@ class CentralRanks {
              const std::vector<OwnerResidual>& owner = {});
 
  private:
-  std::vector<std::unique_ptr<ErrorFeedbackStore>> stores_;
+  std::shared_ptr<CentralResiduals> res_;
   std::vector<device::DeviceArray<float>> scratch_;  // per rank (CPU reference memory)
   std::vector<float*> accs_;                         // per rank: the store's accumulator
   CallCounter counter_;

@@ -54,6 +54,10 @@ class QuantReference : public Reference {
   Status init(int nranks, const param::Overrides& config);
   // Bench flags reach the reference here (registry values until called).
   Status configure(const param::Overrides& config) final { return init(ranks_->size(), config); }
+  Status shareResiduals(const std::shared_ptr<CentralResiduals>& residuals) final {
+    ranks_->share(residuals);
+    return Status::Ok();
+  }
   Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                 std::vector<double>* expected, std::vector<double>* tolerance) final;
 

@@ -5,12 +5,7 @@ namespace gradcomp::algo::sparse {
 
 Status ReferenceFrame::configure(const param::Overrides& config) {
   GC_CHECK(params_.read(config));
-  stores_.clear();
-  for (int r = 0; r < nranks_; ++r) {
-    std::unique_ptr<ErrorFeedbackStore> s;
-    GC_CHECK(ErrorFeedbackStore::create(config, &s));
-    stores_.push_back(std::move(s));
-  }
+  GC_CHECK(CentralResiduals::create(nranks_, config, &res_));
   accs_.assign(nranks_, nullptr);
   scratch_.clear();
   for (int r = 0; r < nranks_; ++r) scratch_.emplace_back(device::cpuBackend());
@@ -30,7 +25,8 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
   GC_REQUIRE(int(inputs.size()) == nranks_, Err::InvalidArgument,
              "reference: %zu inputs for %d ranks", inputs.size(), nranks_);
   *compress = false;
-  const uint64_t seq = callSeq_++;
+  const uint64_t own = callSeq_++;
+  const uint64_t seq = res_->shared ? res_->callSeq : own;
   if (args.count == 0 || !isFloating(args.dtype))
     return expectedDense(inputs, args, expected, tolerance);
   const uint64_t key = residualKey(args);
@@ -42,9 +38,9 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
   bool finite = true;
   for (int r = 0; r < nranks_; ++r) {
     bool fresh = true;
-    if (stores_[r]->enabled()) {
-      stores_[r]->retireStale(seq);
-      GC_CHECK(stores_[r]->begin(cpu, key, args.count, seq, &scratch_[r], &accs_[r], &fresh));
+    if (res_->stores[r]->enabled()) {
+      res_->stores[r]->retireStale(seq);
+      GC_CHECK(res_->stores[r]->begin(cpu, key, args.count, seq, &scratch_[r], &accs_[r], &fresh));
     } else {
       scratch_[r].resize(args.count);
       accs_[r] = scratch_[r].data();
@@ -55,7 +51,7 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
   }
   if (!finite) {
     for (int r = 0; r < nranks_; ++r)
-      if (stores_[r]->enabled()) GC_CHECK(stores_[r]->clear(cpu, key));
+      if (res_->stores[r]->enabled()) GC_CHECK(res_->stores[r]->clear(cpu, key));
     return expectedDense(inputs, args, expected, tolerance);
   }
   *compress = true;
@@ -65,8 +61,8 @@ Status ReferenceFrame::begin(const std::vector<const void*>& inputs, const Allre
 Status ReferenceFrame::finish(const AllreduceArgs& args, const std::vector<float>& sum,
                               std::vector<double>* expected, std::vector<double>* tolerance) {
   for (int r = 0; r < nranks_; ++r)
-    if (stores_[r]->enabled())
-      GC_CHECK(stores_[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
+    if (res_->stores[r]->enabled())
+      GC_CHECK(res_->stores[r]->end(device::cpuBackend(), residualKey(args), accs_[r]));
   GC_CHECK(expectedFromFp32(sum, args, nranks_, expected));
   tolerance->assign(args.count, 0.0);
   return Status::Ok();

@@ -27,6 +27,8 @@ class ReferenceFrame {
   Status begin(const std::vector<const void*>& inputs, const AllreduceArgs& args, bool* compress,
                std::vector<double>* expected, std::vector<double>* tolerance);
   float* acc(int r) { return accs_[r]; }
+  // Reference::shareResiduals (after configure).
+  void share(std::shared_ptr<CentralResiduals> residuals) { res_ = std::move(residuals); }
   // Stores each rank's residual (acc with contributions zeroed) and fills
   // expected from the fp32 sum; tolerance 0 (bit-exact replay).
   Status finish(const AllreduceArgs& args, const std::vector<float>& sum,
@@ -37,7 +39,7 @@ class ReferenceFrame {
   int nranks_;
   bool configured_ = false;
   SparseParams params_;
-  std::vector<std::unique_ptr<ErrorFeedbackStore>> stores_;
+  std::shared_ptr<CentralResiduals> res_;
   std::vector<device::DeviceArray<float>> scratch_;  // per rank: no EF, or bf16 residuals
   std::vector<float*> accs_;
   struct KeyCalls {
@@ -53,6 +55,10 @@ class SparseReference : public Reference {
  public:
   explicit SparseReference(int nranks) : frame_(nranks) {}
   Status configure(const param::Overrides& config) final { return frame_.configure(config); }
+  Status shareResiduals(const std::shared_ptr<CentralResiduals>& residuals) final {
+    frame_.share(residuals);
+    return Status::Ok();
+  }
   Status expect(const std::vector<const void*>& inputs, const AllreduceArgs& args,
                 std::vector<double>* expected, std::vector<double>* tolerance) final;
 

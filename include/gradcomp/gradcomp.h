@@ -100,8 +100,10 @@ GC_API gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, 
                               gcComm_t comm);
 
 /* The algorithm comm's last successful gcAllreduce ran: the configured one,
- * or for "auto" the candidate it chose (e.g. "qsgd:BITS=4"); "" before the
- * first call. The string stays valid until the next gcAllreduce on comm. */
+ * or for "auto" the candidate it chose (e.g. "qsgd:BITS=4"; "dense(flush)"
+ * for the dense call that sent and cleared a compressor's error-feedback
+ * residual); "" before the first call. The string stays valid until the next
+ * gcAllreduce on comm. */
 GC_API const char* gcCommLastAlgorithm(gcComm_t comm);
 
 /* Bytes and messages this rank sent/received on comm since the last reset. */

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -37,6 +38,12 @@ class Checker {
   Status configure(const param::Overrides& config);
 
   bool hasReference() const { return reference_ != nullptr; }
+
+  // --algo auto: what the next call ran (gcCommLastAlgorithm), before its
+  // checkCall; the reference replays that choice (auto_reference.h).
+  Status recordChoice(const std::string& label) {
+    return reference_ ? reference_->recordChoice(label) : Status::Ok();
+  }
 
   // inputs[r]: rank r's input of this call (args.dtype, args.count elements);
   // out: this rank's result. Feeds the reference (one call of the sequence).

@@ -182,18 +182,26 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
       totalD2h += double(dev.d2hBytes);
       totalH2d += double(dev.h2dBytes);
       totalSyncs += double(dev.syncs);
-      if (o.algo == "auto") {
-        const std::string label = gcCommLastAlgorithm(job.comm);
-        local->choices[label]++;
-        for (unsigned char ch : label + ";") local->choiceDigest = (local->choiceDigest ^ ch) * 16777619u;
-      }
+    }
+    // auto: what this call ran, flushes marked ("dense(flush)"); every timed
+    // call is counted, and every call's choice goes to the reference.
+    const std::string label = o.algo == "auto" ? gcCommLastAlgorithm(job.comm) : o.algo;
+    if (timed && o.algo == "auto") {
+      local->choices[label]++;
+      for (unsigned char ch : label + ";") local->choiceDigest = (local->choiceDigest ^ ch) * 16777619u;
     }
     if (checker) {
       GC_CHECK(api(gcMemcpyToHost(job.comm, recv.data(), dRecv.p, bytes)));
       CallCheck result;
+      GC_CHECK(checker->recordChoice(label));
       GC_CHECK(checker->checkCall(ptrs, args, recv.data(), &result));
+      // #wrong counts every call (the reference follows the whole sequence);
+      // relerr describes the row's timed calls, like its time and choices.
       local->wrong += result.wrong;
-      local->relErr = std::max(local->relErr, result.relErr);
+      if (timed) local->relErr = std::max(local->relErr, result.relErr);
+      GC_INFO(TOOL, "bench: %zu B call %d (%s) ran %s: relerr %.3g, %llu wrong on this rank",
+              bytes, c, timed ? "timed" : "warm-up", label.c_str(), result.relErr,
+              (unsigned long long)result.wrong);
     }
   }
   local->timeUs = totalUs / o.iters;

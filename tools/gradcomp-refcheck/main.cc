@@ -11,9 +11,13 @@
 //   nranks P
 //   env GRADCOMP_X=VALUE      the run's GRADCOMP_* variables; those naming a
 //                             registry parameter configure the Reference
-//   call I KEY DTYPE OP COUNT one compressed call, in the order the ranks made
+//   call I KEY DTYPE OP COUNT [CHOICE]
+//                             one compressed call, in the order the ranks made
 //                             them; KEY names the logical tensor (calls with
-//                             the same KEY share error feedback and state)
+//                             the same KEY share error feedback and state);
+//                             CHOICE (required for algo auto): what the call
+//                             ran, as gcCommLastAlgorithm reported it
+//                             ("oktopk", "dense(flush)")
 // and for every call I and rank R the raw bytes DIR/rank<R>.call<I>.in (the
 // rank's input) and .out (its result), COUNT elements of DTYPE each.
 //
@@ -46,6 +50,7 @@ struct Call {
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
   size_t count = 0;
+  std::string choice;  // auto: what the call ran
 };
 
 struct Manifest {
@@ -84,6 +89,7 @@ Status parseManifest(const std::string& dir, Manifest* m) {
       std::string dtype, op;
       GC_REQUIRE(bool(words >> c.index >> c.key >> dtype >> op >> c.count), Err::InvalidArgument,
                  "%s: expected call INDEX KEY DTYPE OP COUNT", where.c_str());
+      words >> c.choice;  // optional
       GC_CHECK(parseDtype(dtype, where, &c.dtype));
       GC_CHECK(parseRedOp(op, where, &c.op));
       m->calls.push_back(c);
@@ -138,6 +144,10 @@ Status replay(const std::string& dir, const Manifest& m, const algo::AlgorithmIn
     uint64_t wrongCall = 0;
     for (int r = 0; r < m.nranks; ++r) {
       bench::CallCheck result;
+      GC_REQUIRE(m.algo != "auto" || !c.choice.empty(), Err::InvalidArgument,
+                 "call %d: algo auto needs the call's CHOICE (call I KEY DTYPE OP COUNT CHOICE)",
+                 c.index);
+      GC_CHECK(checkers[size_t(r)]->recordChoice(c.choice));
       GC_CHECK(checkers[size_t(r)]->checkCall(ptrs, args, outputs[size_t(r)].data(), &result));
       wrongCall += result.wrong;
       char buf[64];
@@ -146,8 +156,9 @@ Status replay(const std::string& dir, const Manifest& m, const algo::AlgorithmIn
       snprintf(buf, sizeof buf, "%s%.3g", r ? " " : "", result.relErr);
       errText += buf;
     }
-    printf("call %d key %llu %s %s count %zu: wrong per rank [%s], relerr per rank [%s]%s\n",
+    printf("call %d key %llu %s %s count %zu%s%s: wrong per rank [%s], relerr per rank [%s]%s\n",
            c.index, (unsigned long long)c.key, dtypeName(c.dtype), redOpName(c.op), c.count,
+           c.choice.empty() ? "" : " ran ", c.choice.c_str(),
            wrongText.c_str(), errText.c_str(), wrongCall ? "  WRONG" : "");
     *wrongTotal += wrongCall;
   }
