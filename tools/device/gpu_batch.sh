@@ -4,17 +4,18 @@
 # OUTDIR/summary.txt:
 #   PASS|FAIL <step> (<seconds> s, exit <code>): <the step's last output line>
 #
-# 1. On the CPU machine (downloads the .debs, copies the dataset, checks that
-#    everything carried exists and fits, prints the plan):
-#      tools/device/gpu_batch.sh --dry-run
+# 1. On the CPU machine (downloads the .debs, copies the dataset, builds,
+#    strips and packs the binaries, checks that everything carried exists, is
+#    current and fits, prints the plan):
+#      tools/device/prepare.sh --pack && tools/device/gpu_batch.sh --dry-run
 # 2. With the `run` device tool: with 15 minutes of device time (Nov 2026; the
 #    machine goes back 30 s after a call), one full call and, at once while it
 #    is warm, a short one with --budget = what `status` leaves less 40 s:
-#      run(command='tools/device/gpu_batch.sh --parts a,b2 --budget 540 "$OUT"', carry=[".device/debs", ".device/data"])
-#      run(command='tools/device/gpu_batch.sh --parts b1,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data"])
+#      run(command='tools/device/gpu_batch.sh --parts a,b2 --budget 540 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
+#      run(command='tools/device/gpu_batch.sh --parts b1,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
 #    (with 30 minutes: --parts a,b2, then --parts b1,b3,c,d, 570 s each)
 #    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
-#      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data"])
+#      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
 #
 # Parts (--parts, comma list; default all):
 #   a   every [gpu] test (tests/test_gpu_*.cc) and the executor tests, and
@@ -46,7 +47,12 @@
 # .device/work (large, not returned). Each step has a time limit; a step that
 # fails does not stop the others (only a failed setup does).
 #
-#   tools/device/gpu_batch.sh [--dry-run] [--quick] [--parts LIST] [--budget S] OUTDIR
+# The binaries: .device/prebuilt.tar.xz when it is carried (tools/device/
+# prepare.sh --pack builds, strips and packs them on the CPU machine; the dry
+# run checks it is current for HEAD); --build, or no pack, configures and
+# builds on the GPU machine instead (minutes of the device time).
+#
+#   tools/device/gpu_batch.sh [--dry-run] [--quick] [--build] [--parts LIST] [--budget S] OUTDIR
 # OUTDIR receives summary.txt, environment.txt and logs.tar.gz (the run tool
 # returns at most 8 files). --budget S (default 570, with --quick 290): no
 # step starts or runs past S seconds after the start, so the batch ends and
@@ -56,10 +62,11 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 usage() { sed -n '/^#   tools\/device\/gpu_batch.sh \[/p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2; exit 2; }
 
-dry=0 quick=0 parts="" out="" budget=""
+dry=0 quick=0 parts="" out="" budget="" build_there=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
+    --build) build_there=1 ;;
     --quick) quick=1 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift ;;
     --parts) parts="${2:?--parts needs a list}"; shift ;;
@@ -84,6 +91,8 @@ done
 has() { [[ "$parts" == *",$1,"* ]]; }
 
 carry=(.device/debs .device/data)
+prebuilt="$root/.device/prebuilt.tar.xz"  # tools/device/prepare.sh --pack
+[ -f "$prebuilt" ] && carry+=(.device/prebuilt.tar.xz)
 carry_limit=$((64 << 20))  # the run tool's limit on the working tree plus carry
 sysroot="$root/.device/root" build="$root/.device/build" work="$root/.device/work"
 logs="$work/logs"  # step logs and files; packed into OUTDIR/logs.tar.gz after every step
@@ -142,8 +151,11 @@ words() {
 pack() { cp "$out/summary.txt" "$out/environment.txt" "$logs/" 2>/dev/null; tar -czf "$out/logs.tar.gz" -C "$work" logs; }
 
 # step NAME LIMIT_S CMD...: runs CMD (stdout and stderr into LOGS/NAME.log)
-# under `timeout` (LIMIT_S, cut to what the budget leaves), then appends its
-# PASS/FAIL line. Dry run: prints it.
+# under tools/device/run_limited.sh (LIMIT_S, cut to what the budget leaves:
+# a step that reaches it leaves every thread's stack of its processes in
+# LOGS/NAME.stacks.txt, then is killed), then appends its PASS/FAIL line.
+# Limits come from what a step needs (a test binary 60 s, a 4-rank driver run
+# 90 s), so one hang cannot eat the budget. Dry run: prints it.
 failed=0
 step() {
   local name="$1" limit="$2"
@@ -159,10 +171,10 @@ step() {
     return 1
   fi
   [ "$limit" -le $left ] || limit=$left
-  timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  "$root/tools/device/run_limited.sh" "$limit" "$logs/$name.stacks.txt" "$@" >"$logs/$name.log" 2>&1
   rc=$?
   last="$(grep -v '^[[:space:]]*$' "$logs/$name.log" | tail -1 | cut -c1-300)"
-  [ $rc -eq 124 ] || [ $rc -eq 137 ] && last="timed out after ${limit} s; $last"
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && last="timed out after ${limit} s (stacks: $name.stacks.txt); $last"
   [ $rc -eq 4 ] && grep -q "no CUDA device" "$logs/$name.log" && last="skipped: no CUDA device; $last"
   [ $rc -eq 0 ] || failed=1
   summary "$([ $rc -eq 0 ] && echo PASS || echo FAIL) $name ($((SECONDS - t0)) s, exit $rc): $last"
@@ -199,6 +211,36 @@ dry_checks() {
            "$root/tools/device/unpack_debs.py"; do
     [ -f "$f" ] || { echo "missing $f"; ok=0; }
   done
+  # The prebuilt binaries: built from HEAD, and they start on this machine
+  # (the [gpu] tests skip with exit 4 without a device).
+  if [ -f "$prebuilt" ]; then
+    tmp="$(mktemp -d)"
+    if ! tar -xJf "$prebuilt" -C "$tmp"; then
+      echo "prebuilt: $prebuilt does not unpack"; ok=0
+    else
+      local head built dirty
+      head=$(git -C "$root" rev-parse HEAD) built=$(awk '/^commit/ {print $2}' "$tmp/PREBUILT")
+      dirty=$(awk '/^dirty/ {print $2}' "$tmp/PREBUILT")
+      [ "$built" = "$head" ] && [ "$dirty" = 0 ] ||
+        { echo "prebuilt: built from ${built:-?} with $dirty changed files, HEAD is $head: run tools/device/prepare.sh --pack"; ok=0; }
+      for t in $gpu_tests; do
+        [ -x "$tmp/tests/$t" ] || { echo "prebuilt: tests/$t missing"; ok=0; continue; }
+        "$tmp/tests/$t" --list-test-names-only >/dev/null 2>&1 || { echo "prebuilt: tests/$t does not start"; ok=0; }
+      done
+      if [ -x "$tmp/tests/test_gpu_backend" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+        "$tmp/tests/test_gpu_backend" >/dev/null 2>&1
+        [ $? = 4 ] || { echo "prebuilt: tests/test_gpu_backend did not skip (exit 4) without a GPU"; ok=0; }
+      fi
+      "$tmp/tools/gradcomp-refcheck/gradcomp-refcheck" --help >/dev/null 2>&1 ||
+        { echo "prebuilt: gradcomp-refcheck --help failed"; ok=0; }
+      [ -f "$tmp/plugin/libgradcomp.so" ] && [ -L "$tmp/plugin/libnccl-net-gradcomp.so" ] ||
+        { echo "prebuilt: plugin libraries missing"; ok=0; }
+      echo "prebuilt: $(mib "$(stat -c %s "$prebuilt")") MiB packed, $(head -1 "$tmp/PREBUILT"), $(wc -w <<<"$gpu_tests") test binaries start here"
+    fi
+    rm -rf "$tmp"
+  else
+    echo "prebuilt: no .device/prebuilt.tar.xz: the GPU machine will configure and build (tools/device/prepare.sh --pack avoids that)"
+  fi
   # What travels: tracked and untracked-but-not-ignored files, plus the carry.
   tree=$(cd "$root" && git ls-files -z -co --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
   bytes=$(( tree + $(du -sb "${carry[@]/#/$root/}" | awk '{s += $1} END {print s + 0}') ))
@@ -261,6 +303,13 @@ setup() {
   sed 's/^/  /' "$out/environment.txt"
   local cc
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+  if [ $build_there = 0 ] && [ -f "$prebuilt" ]; then
+    # The binaries built on the CPU machine: nothing to configure or build.
+    rm -rf "$build" && mkdir -p "$build"
+    step unpack-prebuilt 60 tar -xJf "$prebuilt" -C "$build" || return 1
+    sed 's/^/prebuilt: /' "$build/PREBUILT" | tee -a "$out/environment.txt"
+    return 0
+  fi
   [ -f "$build/build.ninja" ] ||
     step configure 300 cmake -G Ninja -S "$root" -B "$build" -DGRADCOMP_CUDA=ON \
       "-DCMAKE_CUDA_ARCHITECTURES=${cc:-90}" -DCMAKE_PREFIX_PATH="$sysroot/usr" \
@@ -272,15 +321,15 @@ setup() {
 # ---- the parts ------------------------------------------------------------
 part_a() {
   for t in $gpu_tests; do
-    step "a-$t" 300 "$build/tests/$t" -r console -d yes
+    step "a-$t" 60 "$build/tests/$t" -r console -d yes
   done
-  step a-kbench 300 "$build/tools/gradcomp-kbench/gradcomp-kbench" -J "$(outdir a-kbench)/kbench.json"
+  step a-kbench 120 "$build/tools/gradcomp-kbench/gradcomp-kbench" -J "$(outdir a-kbench)/kbench.json"
 }
 
 part_b1() {
-  step b1-nccl-dense 300 "${torchrun[@]}" "$driver" --phases sweep,time --out "$(outdir b1-nccl-dense)" \
+  step b1-nccl-dense 120 "${torchrun[@]}" "$driver" --phases sweep,time --out "$(outdir b1-nccl-dense)" \
     --label nccl-dense --time-sizes "$time_sizes"
-  step b1-preload-off 300 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_DEBUG=INFO "${torchrun[@]}" "$driver" \
+  step b1-preload-off 120 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_DEBUG=INFO "${torchrun[@]}" "$driver" \
     --phases sweep,time --out "$(outdir b1-preload-off)" --label preload-off --time-sizes "$time_sizes"
   step b1-bit-identical 120 python3 "$check" sweeps "$logs/b1-nccl-dense" "$logs/b1-preload-off"
   step b1-times 60 python3 "$check" times "$logs" --runs 'b1-*' --baseline nccl-dense
@@ -288,16 +337,16 @@ part_b1() {
 }
 
 part_b2() {
-  step b2-nccl-dense 300 "${torchrun[@]}" "$driver" --phases time --out "$(outdir b2-nccl-dense)" \
+  step b2-nccl-dense 90 "${torchrun[@]}" "$driver" --phases time --out "$(outdir b2-nccl-dense)" \
     --label nccl-dense --time-sizes "$time_sizes"
   for algo in $b2_algos; do
     local dir
     dir="$(outdir "b2-$algo")"
     # shellcheck disable=SC2046
-    step "b2-$algo" 300 env LD_PRELOAD="$lib" GRADCOMP_ALGO="$algo" $(params "$algo") GRADCOMP_MIN_BYTES=64K \
+    step "b2-$algo" 90 env LD_PRELOAD="$lib" GRADCOMP_ALGO="$algo" $(params "$algo") GRADCOMP_MIN_BYTES=64K \
       GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO "${torchrun[@]}" "$driver" --phases record,time \
       --record "$work/record-$algo" --out "$dir" --label "$algo" --time-sizes "$time_sizes"
-    step "b2-$algo-reference" 180 "$refcheck" "$work/record-$algo"
+    step "b2-$algo-reference" 90 "$refcheck" "$work/record-$algo"
     step "b2-$algo-compressed" 60 python3 "$check" stats "$dir"
   done
   # Placement and routes (issue 21), from the first compressed run's INFO log:
@@ -315,7 +364,7 @@ part_b3() {
   for net in gradcomp Socket; do
     local name="b3-net-${net,,}" env=(NCCL_NET="$net" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
     [ $net = gradcomp ] && env+=(NCCL_NET_PLUGIN="$build/plugin/libnccl-net-gradcomp.so" GRADCOMP_DEBUG=INFO)
-    step "$name" 300 env "${env[@]}" "${torchrun[@]}" "$driver" --phases exact,time --out "$(outdir "$name")" \
+    step "$name" 120 env "${env[@]}" "${torchrun[@]}" "$driver" --phases exact,time --out "$(outdir "$name")" \
       --label "net-${net,,}" --exact-sizes 1K:64M --time-sizes 1M,16M,64M
     step "$name-exact" 60 python3 "$check" exact "$logs/$name"
   done
@@ -330,7 +379,7 @@ part_d() {
     local name="d-collnet-$algo" dir
     dir="$(outdir "$name")"
     # shellcheck disable=SC2046
-    step "$name" 300 env NCCL_NET_PLUGIN="$build/plugin/libnccl-net-gradcomp.so" NCCL_NET=gradcomp \
+    step "$name" 120 env NCCL_NET_PLUGIN="$build/plugin/libnccl-net-gradcomp.so" NCCL_NET=gradcomp \
       NCCL_COLLNET_ENABLE=1 NCCL_COLLNET_NODE_THRESHOLD=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,COLL,TUNING \
       GRADCOMP_ALGO="$algo" $(params "$algo") GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
       "${torchrun[@]}" "$driver" --phases $([ $algo = dense ] && echo exact,time || echo time) --out "$dir" \
@@ -374,7 +423,11 @@ if [ $dry = 1 ]; then
   {
     echo "== plan: parts $plist$([ $quick = 1 ] && echo ' (quick)') on the GPU machine (OUTDIR $out)"
     echo "  environment: ${sysroot#$root/} first on PATH, LD_LIBRARY_PATH, PKG_CONFIG_LIBDIR; NCCL_MNNVL_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 GLOO_SOCKET_IFNAME=lo GRADCOMP_NET_IFNAME=lo"
-    echo "  setup: unpack .device/debs into ${sysroot#$root/} (when newer), configure (CUDA for the local GPU) and build $(rel "$build_targets") in ${build#$root/}"
+    if [ $build_there = 0 ] && [ -f "$prebuilt" ]; then
+      echo "  setup: unpack .device/debs into ${sysroot#$root/} (when newer), unpack .device/prebuilt.tar.xz into ${build#$root/}"
+    else
+      echo "  setup: unpack .device/debs into ${sysroot#$root/} (when newer), configure (CUDA for the local GPU) and build $(rel "$build_targets") in ${build#$root/}"
+    fi
     run_parts
     echo "== run with the device tool (carry: ${carry[*]}):"
     sed -n '/^#      run(/p' "${BASH_SOURCE[0]}" | sed 's/^# */  /'
