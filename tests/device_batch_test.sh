@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The GPU batch's parts that run without a GPU (tests/device_batch.cmake):
 #   device_batch_test.sh dry-run SRC BUILD
+#       tools/device/prepare.sh --pack (a CUDA build with a clean tree), then
 #       tools/device/gpu_batch.sh --dry-run: prepares the carry, checks it
-#       exists, unpacks and configures against it, fits 64 MiB, prints the plan
+#       exists, unpacks and configures against it, the pack is current and its
+#       binaries start, everything fits 64 MiB, prints the plan
+#   device_batch_test.sh stacks SRC BUILD
+#       tools/device/run_limited.sh on a process tree that hangs on purpose
 #   device_batch_test.sh passthrough SRC BUILD
 #   device_batch_test.sh compressed SRC BUILD ALGO...
 #       tools/device/nccl_driver.py with NCCL's C API served by the test-double
@@ -55,16 +59,55 @@ torchrun() {
 
 case "$mode" in
 dry-run)
+  # The prebuilt binaries from this build where it has CUDA (stripped, packed,
+  # stamped with HEAD); the dry run then checks them and that they start.
+  # The CI clone is clean at HEAD; elsewhere the pack is skipped when the
+  # tree has changes (the stamp would be stale).
+  if grep -q '^GRADCOMP_CUDA:BOOL=ON' "$build/CMakeCache.txt" &&
+     [ -z "$(git -C "$src" status --porcelain --untracked-files=no)" ]; then
+    "$src/tools/device/prepare.sh" --pack "$build" | tail -3
+    [ -f "$src/.device/prebuilt.tar.xz" ] || fail "prepare.sh --pack made no pack"
+  else
+    export GC_BATCH_PREBUILT="$tmp/none.tar.xz"  # a developer's pack may be stale: not this test's
+  fi
   "$src/tools/device/gpu_batch.sh" --dry-run "$tmp/out" | tee "$tmp/dry.log"
+  if [ -z "${GC_BATCH_PREBUILT:-}" ]; then
+    grep -q "test binaries start here" "$tmp/dry.log" || fail "the pack was not checked"
+    grep -q "unpack .device/prebuilt.tar.xz" "$tmp/out/plan.txt" || fail "the plan does not use the pack"
+  fi
   for part in a-test_gpu_kernels a-kbench b1-bit-identical b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
               b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign; do
     grep -q "^  $part " "$tmp/out/plan.txt" || fail "plan lacks step $part"
   done
-  grep -q "carry=\[\".device/debs\", \".device/data\"\]" "$tmp/out/plan.txt" || fail "plan lacks the run invocation"
+  grep -q "carry=\[\".device/debs\", \".device/data\"" "$tmp/out/plan.txt" || fail "plan lacks the run invocation"
   grep -q "GRADCOMP_ALGO=qsgd GRADCOMP_BITS=4" "$tmp/out/plan.txt" || fail "qsgd is not 4 bit"
   grep -q "GRADCOMP_ALGO=oktopk GRADCOMP_DENSITY=0.01" "$tmp/out/plan.txt" || fail "oktopk density is not 0.01"
   # A bad option is refused before anything runs.
   if "$src/tools/device/gpu_batch.sh" --parts a,z "$tmp/x" 2>/dev/null; then fail "--parts a,z accepted"; fi
+  ;;
+stacks)
+  # A step that hangs leaves every thread's stack of every process it started
+  # (tools/device/run_limited.sh), is killed with its children, exits 124.
+  t0=$SECONDS
+  rc=0
+  "$src/tools/device/run_limited.sh" 2 "$tmp/stacks.txt" \
+    bash -c 'sleep 300 & exec python3 -c "import threading, time
+threading.Thread(target=time.sleep, args=(300,), name=\"stuck-worker\").start(); time.sleep(300)"' || rc=$?
+  [ $rc = 124 ] || fail "run_limited.sh exited $rc at the limit (want 124)"
+  [ $((SECONDS - t0)) -lt 60 ] || fail "run_limited.sh took $((SECONDS - t0)) s for a 2 s limit"
+  cat "$tmp/stacks.txt"
+  grep -q "reached the limit of 2 s" "$tmp/stacks.txt" || fail "no header in the stacks file"
+  [ "$(grep -c '^== process' "$tmp/stacks.txt")" -ge 2 ] || fail "not every process of the step"
+  [ "$(grep -c '^-- thread' "$tmp/stacks.txt")" -ge 3 ] || fail "not every thread (python's two, sleep's one)"
+  grep -q "wchan" "$tmp/stacks.txt" || fail "no wchan"
+  sleep 1
+  if pgrep -f "sleep 300" >/dev/null || pgrep -f "stuck-worker" >/dev/null; then fail "a process of the step survived"; fi
+  # Within the limit: the command's own status, no stacks.
+  rc=0
+  "$src/tools/device/run_limited.sh" 30 "$tmp/none.txt" bash -c 'exit 3' || rc=$?
+  [ $rc = 3 ] || fail "run_limited.sh returned $rc for a command that exited 3"
+  [ ! -e "$tmp/none.txt" ] || fail "stacks written for a command within its limit"
+  echo "stacks: PASS"
   ;;
 passthrough|compressed)
   py="$(torch_python)"

@@ -14,6 +14,7 @@ JOBS="${JOBS:-2}"
 GC_SAN_DIR="$GC_ROOT/tools/ci/sanitizers"
 
 GC_PACKAGES=(build-essential cmake ninja-build pkg-config libucx-dev ucx-utils libhwloc-dev
+             procps  # ps, pgrep: tools/device/run_limited.sh and its test
              catch2 libopenblas-dev dataset-fashion-mnist python3-matplotlib iproute2
              zlib1g-dev libfftw3-dev libtomlplusplus-dev
              openmpi-bin  # the launchers test runs gradcomp-bench/-train under mpirun

@@ -91,7 +91,7 @@ done
 has() { [[ "$parts" == *",$1,"* ]]; }
 
 carry=(.device/debs .device/data)
-prebuilt="$root/.device/prebuilt.tar.xz"  # tools/device/prepare.sh --pack
+prebuilt="${GC_BATCH_PREBUILT:-$root/.device/prebuilt.tar.xz}"  # tools/device/prepare.sh --pack
 [ -f "$prebuilt" ] && carry+=(.device/prebuilt.tar.xz)
 carry_limit=$((64 << 20))  # the run tool's limit on the working tree plus carry
 sysroot="$root/.device/root" build="$root/.device/build" work="$root/.device/work"
