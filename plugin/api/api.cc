@@ -7,6 +7,7 @@
 #include <new>
 
 #include "algorithms/auto/auto_algorithm.h"
+#include "algorithms/call_check.h"
 #include "algorithms/hierarchy/hierarchical.h"
 #include "common/log.h"
 #include "device/arrays.h"
@@ -178,7 +179,9 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
                                              &ctx.errorFeedback));
   GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
-  GC_CHECK(instance->allreduce(ctx, args));
+  // Signatures checked, and a failure here made every rank's (call_check.h).
+  GC_CHECK(algo::runCheckedAllreduce(*instance, ctx, args,
+                                     algo::callSignature(*cfg.info, cfg.overrides, ctx.callSeq, args)));
   const auto* selector = dynamic_cast<const algo::autosel::AutoAlgorithm*>(instance.get());
   comm->lastAlgorithm = selector ? selector->lastChoice() : cfg.info->name;
   return Status::Ok();
