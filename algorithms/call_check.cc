@@ -175,7 +175,8 @@ Status runCheckedAllreduce(Algorithm& alg, Context& ctx, const AllreduceArgs& ar
     if (s.ok()) sends.push_back(h);
   }
   if (s.ok()) s = alg.allreduce(ctx, args);
-  // A failed call after a verdict failed because of it: s is the verdict (with context).
+  // Failed after a verdict: nothing to explain (s is the verdict, or a
+  // symptom found at the same time; the verdict wins below).
   const bool agreed = !s.ok() && monitor && monitor->failed();
 
   std::vector<size_t> got(recvs.size(), 0);
@@ -218,9 +219,14 @@ Status runCheckedAllreduce(Algorithm& alg, Context& ctx, const AllreduceArgs& ar
       }
     }
   }
-  // A peer failed this call while this rank's part completed: fail it too.
-  if (s.ok() && monitor && monitor->failed()) return monitor->verdict();
-  if (s.ok() || agreed || !monitor) return s;
+  // A verdict wins: over this rank's own error when both came at once, and
+  // over a part of the call that completed here (a peer failed it). s is
+  // kept when it is the verdict with what this rank was doing.
+  if (monitor && monitor->failed()) {
+    const Status v = monitor->verdict();
+    return !s.ok() && s.message().rfind(v.message(), 0) == 0 ? s : v;
+  }
+  if (s.ok() || !monitor) return s;
   return monitor->agreeOnOwnFailure(s);
 }
 
