@@ -19,7 +19,8 @@
 // - A failure this rank found itself (not a verdict of the failure monitor)
 //   goes to the monitor (FailureMonitor::agreeOnOwnFailure): every rank fails
 //   the call within kAgreementS with the same message, naming the rank whose
-//   report reached rank 0 first.
+//   report reached rank 0 first. A verdict that is already there wins over
+//   this rank's own error, and fails a call whose part here completed.
 // GRADCOMP_CALL_CHECK=0 leaves the signatures out (set it alike everywhere).
 #pragma once
 
