@@ -54,7 +54,8 @@ Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Contex
 }
 
 Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& ctx,
-                       const AllreduceArgs& args, const Reservation& promise) {
+                       const AllreduceArgs& args, const Reservation& promise,
+                       const CallSignature* signature) {
   char what[160];
   std::snprintf(what, sizeof what, "%s call #%llu (%zu x %s %s)", name.c_str(),
                 (unsigned long long)ctx.callSeq, args.count, dtypeName(args.dtype),
@@ -65,7 +66,8 @@ Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& c
   // a bad_alloc out of a device array, reported with the violation below.
   Status ran;
   try {
-    ran = algorithm.allreduce(ctx, args);
+    ran = signature ? runCheckedAllreduce(algorithm, ctx, args, *signature)
+                    : algorithm.allreduce(ctx, args);
   } catch (const std::bad_alloc&) {
     ran = makeStatus(Err::SystemError, "%s: out of memory (an allocation failed)", what);
   } catch (const std::exception& e) {

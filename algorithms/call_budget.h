@@ -23,6 +23,7 @@
 #include <tuple>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/call_check.h"
 
 namespace gradcomp::algo {
 
@@ -38,8 +39,10 @@ class CallBudget {
   Status prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
                  const AllreduceArgs& args, Reservation* promise);
   // The thread that runs the call, with the caller's stream parked on it.
+  // With a signature the call runs checked (algorithms/call_check.h).
   Status run(Algorithm& algorithm, const std::string& name, Context& ctx,
-             const AllreduceArgs& args, const Reservation& promise);
+             const AllreduceArgs& args, const Reservation& promise,
+             const CallSignature* signature = nullptr);
 
   // First-call bound of a tensor of `bytes` (fp32 bytes of its elements).
   static Reservation firstCallBound(size_t fp32Bytes);

@@ -7,12 +7,15 @@
 
 #include <cctype>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "support/multiproc.h"
 
 namespace {
 
@@ -501,4 +504,68 @@ TEST_CASE("gradcomp-bench without --hosts: one host and no inter-host bytes, and
   const Result bad = runBench({"--ranks", "3", "--hosts", "2"});
   CHECK(bad.exitCode == 2);
   CHECK(contains(bad.err, "--hosts 2 needs --ranks N with N a multiple of it (--ranks 3)"));
+}
+
+namespace {
+
+struct RankRun {
+  int exitCode = -1;
+  double seconds = -1;  // from the launch of all ranks to this rank's exit
+  std::string lastLine;  // of its stderr
+};
+
+// Starts P ranks of the bench as a launcher would (one process each, the
+// bootstrap variables set), rank r with argsOf(r), and waits for all.
+std::vector<RankRun> runRanksOfBench(int P, const std::function<std::string(int)>& argsOf,
+                                     const std::string& env) {
+  const std::string dir = scratch();
+  const int port = gradcomp::test::freeLoopbackPort();
+  REQUIRE(port > 0);
+  std::string script = "cd " + dir + " && start=$(date +%s.%N); ";
+  for (int r = 0; r < P; ++r)
+    script += "(env -u GC_TEST_SOURCE_DIR -u GC_TEST_BINARY_DIR GRADCOMP_RANK=" + std::to_string(r) +
+              " GRADCOMP_NRANKS=" + std::to_string(P) + " GRADCOMP_BOOTSTRAP=127.0.0.1:" +
+              std::to_string(port) + " " + env + " timeout -k 5 60 " + benchPath() + " " + argsOf(r) +
+              " >" + dir + "/rank" + std::to_string(r) + ".out 2>" + dir + "/rank" + std::to_string(r) +
+              ".err; echo $? $(echo \"$(date +%s.%N) - $start\" | bc) >" + dir + "/rank" +
+              std::to_string(r) + ".rc) & ";
+  script += "wait";
+  REQUIRE(system(("bash -c '" + script + "'").c_str()) == 0);
+  std::vector<RankRun> runs(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r) {
+    std::istringstream rc(readFile(dir + "/rank" + std::to_string(r) + ".rc"));
+    rc >> runs[size_t(r)].exitCode >> runs[size_t(r)].seconds;
+    std::istringstream err(readFile(dir + "/rank" + std::to_string(r) + ".err"));
+    for (std::string line; std::getline(err, line);)
+      if (!line.empty()) runs[size_t(r)].lastLine = line;
+  }
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("gradcomp-bench ranks started with different sizes all fail at once naming both sides",
+          "[bench][mp][call_check]") {
+  // The run of issue 35: oktopk, ranks 2 and 3 with twice the size of 0 and 1,
+  // GRADCOMP_TIMEOUT_S=20. Before, ranks 0 and 1 waited the whole timeout.
+  const auto runs = runRanksOfBench(
+      4, [](int r) { return std::string("--algo oktopk -n 2 -w 1 ") + (r >= 2 ? "-b 2M -e 2M" : "-b 1M -e 1M"); },
+      "GRADCOMP_TIMEOUT_S=20");
+  auto verdictOf = [](const std::string& line) {  // "gradcomp-bench: rank r: <verdict>[; rank r was ...]"
+    const size_t at = line.find(": ", line.find("rank "));
+    const std::string v = at == std::string::npos ? line : line.substr(at + 2);
+    return v.substr(0, v.find("; rank ", v.find(" failed: ")));
+  };
+  const std::string verdict = verdictOf(runs[0].lastLine);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    INFO("rank " << r << ": exit " << runs[r].exitCode << " after " << runs[r].seconds
+                 << " s: " << runs[r].lastLine);
+    CHECK(runs[r].exitCode == 1);
+    CHECK(runs[r].seconds < 10.0);  // start-up included; the timeout would take 20 s
+    CHECK(verdictOf(runs[r].lastLine) == verdict);
+  }
+  CHECK_THAT(verdict, Catch::Contains(" failed: RemoteError: rank ") &&
+                          Catch::Contains(" called allreduce #0 with count ") &&
+                          (Catch::Contains("with count 262144 float sum, rank ") ||
+                           Catch::Contains("with count 524288 float sum, rank ")));
 }

@@ -438,6 +438,42 @@ struct SilentRoot {
 
 }  // namespace
 
+TEST_CASE("monitor: a rank's own error becomes every rank's verdict, the first one wins",
+          "[monitor]") {
+  for (int failing : {2, 0}) {
+    INFO("failing rank " << failing);
+    Ring ring(3, 20);
+    const auto t0 = Clock::now();
+    const Status got =
+        ring.m[failing]->agreeOnOwnFailure(Status(Err::InvalidArgument, "region of 7 elements"));
+    CHECK(since(t0) < 1.0);  // the root answers at once
+    CHECK(got.code() == Err::InvalidArgument);
+    CHECK_THAT(got.message(), Catch::StartsWith("rank " + std::to_string(failing) + " (") &&
+                                  Catch::EndsWith("failed: InvalidArgument: region of 7 elements"));
+    for (int r = 0; r < 3; ++r) {
+      CHECK(waitFor([&] { return ring.m[r]->failed(); }, 5) < 2.0);
+      CHECK(ring.m[r]->verdict().message() == got.message());
+      CHECK(ring.m[r]->failedRank() == failing);
+    }
+    // A later own failure, or a suspicion, gets the first verdict at once.
+    const int other = (failing + 1) % 3;
+    CHECK(ring.m[other]->agreeOnOwnFailure(Status(Err::RemoteError, "late")).message() == got.message());
+    CHECK(ring.m[other]->settle(failing, SuspectKind::Silent, 20, Status(Err::Timeout, "own"))
+              .message() == got.message());
+  }
+  // The verdict wins over a root that left after deciding (its Bye follows the verdict).
+  Ring ring(3, 20);
+  (void)ring.m[1]->agreeOnOwnFailure(Status(Err::RemoteError, "bad header"));
+  REQUIRE(waitFor([&] { return ring.m[2]->failed(); }, 5) < 2.0);
+  ring.m[0].reset();  // the root says Bye
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_THAT(ring.m[2]->agreeOnOwnFailure(Status(Err::RemoteError, "mine")).message(),
+             Catch::StartsWith("rank 1 (") && Catch::EndsWith("failed: RemoteError: bad header"));
+  // Without a monitor the own error comes back unchanged.
+  auto off = FailureMonitor::prepare(0, 3, 20, false);
+  CHECK(off->agreeOnOwnFailure(Status(Err::RemoteError, "alone")).message() == "alone");
+}
+
 TEST_CASE("monitor: a client whose root never decides reports its own suspicion in time", "[monitor]") {
   SilentRoot root(true);
   auto client = FailureMonitor::prepare(1, 2, 5);

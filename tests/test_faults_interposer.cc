@@ -339,6 +339,53 @@ TEST_CASE("interposer faults: ncclCommGetAsyncError reports a dead peer between 
   CHECK(exits[2].signal == SIGKILL);
 }
 
+TEST_CASE("interposer faults: calls that disagree fail on every rank with one message",
+          "[faults][mp][nccl][call_check]") {
+  NcclJob job;
+  // Each rank's ncclGetLastError text after the failing call, for the parent.
+  constexpr size_t kText = 1024;
+  void* page = mmap(nullptr, 3 * kText, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  char* texts = static_cast<char*>(page);
+  memset(texts, 0, 3 * kText);
+  auto exits = gradcomp::test::runRanks(3, [&](int rank) {
+    NcclApi a = gradcomp::test::loadNcclApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 3, job.id, rank) == ncclSuccess);
+    const size_t count = rank == 2 ? 2 * kCount : kCount;  // rank 2 disagrees
+    std::vector<float> buf(count, 1.0f);
+    const auto t0 = Clock::now();
+    const ncclResult_t rc = a.allReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, nullptr);
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    ncclResult_t async = ncclSuccess;
+    CHILD_CHECK(a.asyncError(comm, &async) == ncclSuccess);
+    const std::string text = a.lastError(comm);
+    snprintf(texts + size_t(rank) * kText, kText, "%s", text.c_str());
+    fprintf(stderr, "rank %d: ncclAllReduce %d after %.2f s: %s\n", rank, int(rc), took, text.c_str());
+    CHILD_CHECK(rc == ncclRemoteError);
+    CHILD_CHECK(async == ncclRemoteError);
+    CHILD_CHECK(took < 5.0);
+    CHILD_CHECK(contains(text, "called allreduce #0 with count "));
+    CHILD_CHECK(a.abort(comm) == ncclSuccess);
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_MIN_BYTES", "0"}, {"UCX_TLS", "sm,self"}}), 60);
+  std::vector<std::string> verdicts;
+  for (int r = 0; r < 3; ++r) {
+    // "gradcomp: compressed allreduce failed on communicator #n (rank r/3): <verdict>[; rank r was ...]"
+    std::string t = texts + size_t(r) * kText;
+    const size_t at = t.find("): ");
+    t = at == std::string::npos ? t : t.substr(at + 3);
+    verdicts.push_back(t.substr(0, t.find("; rank ", t.find(" failed: "))));
+  }
+  munmap(page, 3 * kText);
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+  CHECK_THAT(verdicts[0], Catch::Contains(" failed: ") &&
+                              (Catch::Contains("with count 4099 float sum, rank 2 with count 8198") ||
+                               Catch::Contains("with count 8198 float sum, rank ")));
+  CHECK(verdicts[1] == verdicts[0]);
+  CHECK(verdicts[2] == verdicts[0]);
+}
+
 TEST_CASE("interposer faults full: a rank SIGKILLed under every algorithm", "[.][full]") {
   run(cells(everyAlgorithm(), Fault::Kill, 20.0, 4), true);
 }

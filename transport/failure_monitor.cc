@@ -212,8 +212,8 @@ void FailureMonitor::send(const Message& m) {
 }
 
 Status FailureMonitor::settle(int peer, monitor::SuspectKind kind, double silenceS, const Status& own) {
+  if (failed()) return verdict();  // first: a root that decided and then left
   if (!enabled_ || rootGone_) return own;
-  if (failed()) return verdict();
   const uint64_t nonce = ++suspicions_;
   Message m = make(MsgType::Suspect, peer, nonce);
   m.kind = uint8_t(kind);
@@ -258,6 +258,21 @@ void FailureMonitor::reportSelf(const Status& why) {
     send(m);
   }
   wake();
+}
+
+Status FailureMonitor::agreeOnOwnFailure(const Status& own) {
+  if (own.ok()) return own;
+  if (failed()) return verdict();  // first: a root that decided and then left
+  if (!enabled_ || rootGone_) return own;
+  reportSelf(own);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(kAgreementS), [&] { return failed_.load(); });
+    if (failed_) return verdict_;
+  }
+  char tail[100];
+  snprintf(tail, sizeof tail, "; no verdict from the failure monitor within %.1f s", kAgreementS);
+  return Status(own.code(), own.message() + tail);
 }
 
 void FailureMonitor::clientLoop() {

@@ -9,6 +9,9 @@
 //   closed by the kernel; the root sees the connection close without a Bye
 //   and tells every rank at once ("rank 2 (host, pid 4242) failed: connection
 //   closed"). A client that loses the root the same way decides so itself.
+// - Error: a rank that fails a collective by itself (a malformed message, a
+//   call that disagrees with its peers' signatures) reports it
+//   (agreeOnOwnFailure) and the root tells every rank, as for a death.
 // - Stall: a transport wait that gives up (GRADCOMP_TIMEOUT_S without progress,
 //   or a broken UCX link) reports its suspicion and waits at most kAgreementS
 //   for the root's verdict (monitor_root.h says how the root finds the
@@ -72,6 +75,13 @@ class FailureMonitor {
   // This rank failed by itself (e.g. its GPU stream never reached a call):
   // the others learn it as the verdict. Returns at once.
   void reportSelf(const Status& why);
+  // This rank failed a collective by itself (an error, not a wait on a peer):
+  // reports it like reportSelf, waits at most kAgreementS for the verdict and
+  // returns it, so that this rank and every other one fail the call with the
+  // same message (the first rank's report wins). `own` itself (saying no
+  // verdict came) when none came; `own` at once without a monitor; the
+  // verdict at once when there already is one.
+  Status agreeOnOwnFailure(const Status& own);
   // The peer this rank's transport is blocked on (-1: none), for the root's probes.
   void noteWaiting(int peer) { waitingOn_.store(peer, std::memory_order_relaxed); }
 

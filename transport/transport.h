@@ -18,7 +18,8 @@
 //   agreed on, and a verdict fails every pending and later operation at once.
 //   After an error the transport is broken: every later call fails with that
 //   first error.
-// - Counters count payload bytes of completed messages per peer.
+// - Counters count payload bytes of completed messages per peer (not those on
+//   kSignatureTag).
 // - waitSeconds() is the time callers spent blocked in waitAll (wait and
 //   sendRecv included): the communication part of a collective's time.
 #pragma once
@@ -54,6 +55,10 @@ constexpr uint64_t kBarrierTag = kTagMask - 1;
 // Reserved for the host-topology exchange at wiring (host_topology.h).
 constexpr uint64_t kTopologyGatherTag = kTagMask - 2;
 constexpr uint64_t kTopologyTableTag = kTagMask - 3;
+// Reserved for the per-call signatures (algorithms/call_check.h): control
+// messages, left out of the counters, and still testable after the transport
+// broke (test() on such a handle reads what arrived, to explain the failure).
+constexpr uint64_t kSignatureTag = kTagMask - 4;
 
 class FailureMonitor;  // transport/failure_monitor.h
 

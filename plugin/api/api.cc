@@ -7,6 +7,7 @@
 #include <new>
 
 #include "algorithms/auto/auto_algorithm.h"
+#include "algorithms/call_check.h"
 #include "algorithms/hierarchy/hierarchical.h"
 #include "common/log.h"
 #include "device/arrays.h"
@@ -179,10 +180,13 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
   // As the CUDA executor runs it: prepared and reserved on the calling
-  // thread, then run with the backend parked (algorithms/call_budget.h).
+  // thread, then run with the backend parked (algorithms/call_budget.h),
+  // signatures checked and a failure here made every rank's (call_check.h).
+  const algo::CallSignature sig =
+      algo::callSignature(*cfg.info, cfg.overrides, ctx.callSeq, args);
   algo::CallBudget::Reservation promise;
   GC_CHECK(comm->budget.prepare(*instance, cfg.info->name, ctx, args, &promise));
-  GC_CHECK(comm->budget.run(*instance, cfg.info->name, ctx, args, promise));
+  GC_CHECK(comm->budget.run(*instance, cfg.info->name, ctx, args, promise, &sig));
   const auto* selector = dynamic_cast<const algo::autosel::AutoAlgorithm*>(instance.get());
   comm->lastAlgorithm = selector ? selector->lastChoice() : cfg.info->name;
   return Status::Ok();

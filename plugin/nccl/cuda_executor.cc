@@ -122,13 +122,19 @@ class CudaExecutor final : public Executor {
     char what[160];
     std::snprintf(what, sizeof what, "%s allreduce #%llu of %zu x %s", name.c_str(),
                   (unsigned long long)call.callSeq, call.args.count, dtypeName(call.args.dtype));
+    // What the application asked for, exchanged and checked by every rank.
+    std::shared_ptr<const algo::CallSignature> sig;
+    if (call.asked)
+      sig = std::make_shared<const algo::CallSignature>(algo::callSignature(
+          *call.asked, call.askedConfig ? *call.askedConfig : *call.config, call.callSeq,
+          call.args));
     return comm->engine->submit(
-        [job, dev, budget, name, promise]() -> Status {
+        [job, dev, budget, name, promise, sig]() -> Status {
           device::CurrentDevice proxyDevice(dev->deviceOrdinal());  // the proxy thread's
           GC_CHECK(proxyDevice.status());
           algo::Context ctx{*job.net, *dev, *job.config, job.callSeq, job.errorFeedback};
           if (job.algorithmName) job.net->setActivity(job.algorithmName);
-          const Status ran = budget->run(*job.algorithm, name, ctx, job.args, promise);
+          const Status ran = budget->run(*job.algorithm, name, ctx, job.args, promise, sig.get());
           // Also after a failure half-way: no kernel of this call may still
           // write recvBuf once done lets the caller's stream go on.
           const Status synced = dev->sync();

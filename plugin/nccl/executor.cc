@@ -1,5 +1,6 @@
 #include "plugin/nccl/executor.h"
 
+#include "algorithms/call_check.h"
 #include "device/backend.h"
 
 namespace gradcomp::nccl {
@@ -14,7 +15,11 @@ class HostExecutor : public Executor {
     algo::Context ctx{*call.net, device::cpuBackend(), *call.config, call.callSeq,
                       call.errorFeedback};
     if (call.algorithmName) call.net->setActivity(call.algorithmName);
-    return call.algorithm->allreduce(ctx, call.args);
+    if (!call.asked) return call.algorithm->allreduce(ctx, call.args);
+    return algo::runCheckedAllreduce(
+        *call.algorithm, ctx, call.args,
+        algo::callSignature(*call.asked, call.askedConfig ? *call.askedConfig : *call.config,
+                            call.callSeq, call.args));
   }
 };
 

@@ -23,6 +23,10 @@ struct CompressedCall {
   const param::Overrides* config = nullptr;
   uint64_t callSeq = 0;
   algo::ErrorFeedbackStore* errorFeedback = nullptr;
+  // What the application asked for (the rule's algorithm, auto for auto);
+  // the host executor exchanges and checks it (algorithms/call_check.h).
+  const algo::AlgorithmInfo* asked = nullptr;
+  const param::Overrides* askedConfig = nullptr;
 };
 
 class Executor {

@@ -102,7 +102,8 @@ void passThroughStats(CommState& st, Verdict v, size_t bytes) {
 // executor is synchronous. `activity` names the call in failure messages and
 // must outlive it (the rule's name, owned by the communicator's state).
 // Returns the result for the app.
-ncclResult_t runCompressed(CommState& st, Executor& exec, algo::Algorithm& algorithm,
+ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
+                           algo::Algorithm& algorithm,
                            const param::Overrides& config, const std::string& name,
                            const char* activity,
                            uint64_t callSeq, const algo::AllreduceArgs& args, size_t bytes,
@@ -115,6 +116,8 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, algo::Algorithm& algor
   call.config = &config;
   call.callSeq = callSeq;
   call.errorFeedback = st.errorFeedback.get();
+  call.asked = algo::findAlgorithm(rt.algoName);  // the rule's algorithm: auto, not its candidate
+  call.askedConfig = &rt.config;
   // An asynchronous executor's proxy thread owns the transport and the
   // residuals until the call finishes: read neither here.
   const bool sync = exec.synchronous();
@@ -183,7 +186,7 @@ ncclResult_t runAuto(CommState& st, Executor& exec, RuleRuntime& rt,
   }
   double seconds = 0;
   ncclResult_t rc =
-      runCompressed(st, exec, tuner.algorithmFor(d), tuner.configFor(d, rt.config),
+      runCompressed(st, exec, rt, tuner.algorithmFor(d), tuner.configFor(d, rt.config),
                     "auto: " + tuner.labelOf(d), rt.algoName.c_str(), callSeq, args, bytes,
                     stream, &seconds);
   if (rc == ncclSuccess) tuner.finish(d, seconds, ef);
@@ -314,7 +317,7 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       }
       if (algo::autosel::AutoTuner* tuner = algo::autosel::tunerOf(rt->algorithm.get()))
         return runAuto(*st, *exec, *rt, *tuner, args, bytes, stream, passThrough);
-      return runCompressed(*st, *exec, *rt->algorithm, rt->config, rt->algoName,
+      return runCompressed(*st, *exec, *rt, *rt->algorithm, rt->config, rt->algoName,
                            rt->algoName.c_str(), st->callSeq++, args, bytes, stream);
     }
     if (v == Verdict::NoExecutor && st->stats.passReasons.count(verdictName(v)) == 0)
