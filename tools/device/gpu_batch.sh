@@ -11,8 +11,8 @@
 # 2. With the `run` device tool: with 15 minutes of device time (Nov 2026; the
 #    machine goes back 30 s after a call), one full call and, at once while it
 #    is warm, a short one with --budget = what `status` leaves less 40 s:
-#      run(command='tools/device/gpu_batch.sh --parts a,b2 --budget 540 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
-#      run(command='tools/device/gpu_batch.sh --parts b1,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
+#      run(command='tools/device/gpu_batch.sh --parts a,b2,c --c-cases dense,oktopk --budget 540 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
+#      run(command='tools/device/gpu_batch.sh --parts b1,b3,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
 #    (with 30 minutes: --parts a,b2, then --parts b1,b3,c,d, 570 s each)
 #    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
 #      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
@@ -52,7 +52,7 @@
 # run checks it is current for HEAD); --build, or no pack, configures and
 # builds on the GPU machine instead (minutes of the device time).
 #
-#   tools/device/gpu_batch.sh [--dry-run] [--quick] [--build] [--parts LIST] [--budget S] OUTDIR
+#   tools/device/gpu_batch.sh [--dry-run] [--quick] [--build] [--parts LIST] [--c-cases LIST] [--budget S] OUTDIR
 # OUTDIR receives summary.txt, environment.txt and logs.tar.gz (the run tool
 # returns at most 8 files). --budget S (default 570, with --quick 290): no
 # step starts or runs past S seconds after the start, so the batch ends and
@@ -62,7 +62,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 usage() { sed -n '/^#   tools\/device\/gpu_batch.sh \[/p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2; exit 2; }
 
-dry=0 quick=0 parts="" out="" budget="" build_there=0
+dry=0 quick=0 parts="" out="" budget="" build_there=0 c_cases_arg=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
@@ -70,6 +70,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --budget) budget="${2:?--budget needs seconds}"; shift ;;
     --parts) parts="${2:?--parts needs a list}"; shift ;;
+    --c-cases) c_cases_arg="${2:?--c-cases needs a list}"; shift ;;
     -h|--help) usage ;;
     -*) echo "gpu_batch.sh: unknown option $1" >&2; usage ;;
     *) [ -z "$out" ] || usage; out="$1" ;;
@@ -82,6 +83,10 @@ if [ $quick = 1 ]; then
   parts="${parts:-a,b2,c}" b2_algos=oktopk c_cases=oktopk epochs=1 time_sizes=4M budget="${budget:-290}"
 fi
 budget="${budget:-570}"
+[ -z "$c_cases_arg" ] || c_cases="${c_cases_arg//,/ }"
+for c in $c_cases; do
+  case "$c" in dense|oktopk|qsgd|sign) ;; *) echo "gpu_batch.sh: unknown --c-cases entry '$c' (dense, oktopk, qsgd, sign)" >&2; exit 2 ;; esac
+done
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_batch.sh: --budget takes whole seconds" >&2; exit 2; }
 parts=",${parts:-a,b1,b2,b3,c,d},"
 plist="$(echo ${parts//,/ })"
@@ -350,6 +355,9 @@ part_b2() {
       --record "$work/record-$algo" --out "$dir" --label "$algo" --time-sizes "$time_sizes"
     step "b2-$algo-reference" 90 "$refcheck" "$work/record-$algo"
     step "b2-$algo-compressed" 60 python3 "$check" stats "$dir"
+    # The proxy contract held: no call grew memory or made a plan while its
+    # stream was parked (GRADCOMP_PROXY_CHECK=warn logs each one).
+    step "b2-$algo-contract" 10 bash -c "! grep -m3 'proxy contract broken' '$logs/b2-$algo.log'"
   done
   # Placement and routes (issue 21), from the first compressed run's INFO log:
   # the proxy thread bound near its GPU (or why not), every rank's UCX routes.
@@ -406,13 +414,15 @@ part_c() {
   done
 }
 
+# By value: the kernels and executor, compressed calls, training, then the
+# pass-through, the net plugin and CollNet (proven on the H200 already).
 run_parts() {
   has a && part_a
-  has b1 && part_b1
   has b2 && part_b2
+  has c && part_c
+  has b1 && part_b1
   has b3 && part_b3
   has d && part_d
-  has c && part_c
 }
 
 if [ $dry = 1 ]; then
