@@ -11,9 +11,12 @@
 //     GRADCOMP_PROXY_CHECK=error a call that would grow memory or make a plan
 //     fails with the violation; with warn it is logged and the call goes on.
 //
-// First-call bound (measured on cpu-device over every algorithm, P 3 and 4,
-// tools/device/README.md): device 4 x the tensor's fp32 bytes + 8 MiB, host
-// 2 x its bytes + 8 MiB, above what the largest call so far drew.
+// First-call bound: device 4 x the tensor's fp32 bytes + 8 MiB, host 2 x its
+// bytes + 8 MiB, plus Algorithm::extraFirstCall (fft's spectra, auto's
+// probe); for algorithms that choose per call, at least what the largest call
+// so far drew. Measured on cpu-device (test_proxy_contract's draws: at most
+// 3.8 x device, 2.7 x host at 90001 values) and checked at 16 and 64 MiB with
+// GRADCOMP_PROXY_CHECK=error gradcomp-bench --backend cpu-device (design.md).
 #pragma once
 
 #include <cstdint>
