@@ -200,19 +200,22 @@ void ProxyEngine::watchdogLoop() {
         "communicator is failed",
         name_.c_str(), (unsigned long long)current_.seq, current_.what.empty() ? "" : ", ",
         current_.what.c_str(), timeoutS_, step.empty() ? "" : " at ", step.c_str());
-    released_ = true;
+    released_ = true;  // from here the proxy leaves this call's words alone
     watchdogFired_ = true;
-    Slot* s = side_.slot(current_.slot);
-    s->status = uint64_t(st.code());
-    storeRelease(&s->done, current_.seq + 1);
-    completed_.fetch_add(1);
     if (error_.ok()) {
       error_ = st;
       failed_ = true;
     }
+    const Pending stuck{current_.seq, current_.slot, nullptr, {}};
     lock.unlock();
+    // Reported before the stream moves on, as waitReady does: whoever sees
+    // the call released finds the peers told and the error set.
     GC_WARN("%s", st.toString().c_str());
     if (watch_.reportOwnFailure) watch_.reportOwnFailure(st);
+    Slot* s = side_.slot(stuck.slot);
+    s->status = uint64_t(st.code());
+    storeRelease(&s->done, stuck.seq + 1);
+    completed_.fetch_add(1);
     lock.lock();
   }
 }
