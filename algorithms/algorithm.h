@@ -27,10 +27,18 @@
 
 namespace gradcomp::algo {
 
+// Which collective a call runs. ReduceScatter follows NCCL's layout: count is
+// the whole tensor (recvcount * P elements in sendBuf), recvBuf holds
+// recvcount = count / P elements, and rank r receives elements
+// [r * recvcount, (r + 1) * recvcount) of the reduction. In place means
+// recvBuf == sendBuf + r * recvcount elements (NCCL's in-place layout).
+enum class Collective { AllReduce = 0, ReduceScatter = 1 };
+const char* collectiveName(Collective c);  // "allreduce", "reducescatter"
+
 struct AllreduceArgs {
   const void* sendBuf = nullptr;
   void* recvBuf = nullptr;  // may equal sendBuf (in place)
-  size_t count = 0;
+  size_t count = 0;         // elements of the whole tensor (reduce-scatter: of sendBuf)
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
   // Identity of the logical tensor across calls, the same on every rank (the C
@@ -41,7 +49,13 @@ struct AllreduceArgs {
   // This rank's own identity of the tensor (0 = recvBuf's address): keys only
   // state that never steers communication (see residualKey).
   uint64_t localKey = 0;
+  Collective coll = Collective::AllReduce;
 };
+
+// Reduce-scatter: the elements each rank receives (count / P).
+inline size_t recvCountOf(const AllreduceArgs& a, int nranks) {
+  return nranks > 0 ? a.count / size_t(nranks) : 0;
+}
 
 // Key of per-tensor state that steers the schedule: call counts (warm-up,
 // threshold re-evaluation, repartitioning, leaders), thresholds, regions,
@@ -73,6 +87,12 @@ class Algorithm {
   virtual ~Algorithm() = default;
   // Collective; all ranks call with the same count/dtype/op/bufferKey.
   virtual Status allreduce(Context& ctx, const AllreduceArgs& args) = 0;
+  // The reduce-scatter form (args.coll == ReduceScatter, layout above), for
+  // algorithms whose AlgorithmInfo has a reduceScatterReference; error
+  // feedback keeps residuals of the whole sendBuf tensor (residualKey).
+  // The default refuses (Unsupported): callers check hasReduceScatter().
+  virtual Status reduceScatter(Context& ctx, const AllreduceArgs& args);
+  virtual bool hasReduceScatter() const { return false; }
   // The proxy contract (docs/design.md): runs on the calling thread before the
   // caller's stream is parked on allreduce(ctx, args), which may then run on
   // another thread while this one prepares the next call. Makes what a
@@ -129,6 +149,15 @@ class Reference {
   }
 };
 
+// Runs args.coll on `alg`: allreduce() or reduceScatter(); the one entry the
+// executors, CallBudget and tools use. A reduce-scatter whose count is not a
+// multiple of the ranks or whose buffers overlap other than in NCCL's
+// in-place layout is an InvalidArgument naming the argument.
+Status runCollective(Algorithm& alg, Context& ctx, const AllreduceArgs& args);
+// The checks runCollective makes of a reduce-scatter's arguments (exposed
+// for the interposer, which passes such calls through to NCCL instead).
+Status checkReduceScatterArgs(const AllreduceArgs& args, int nranks, int rank);
+
 struct AlgorithmInfo {
   std::string name;
   std::string summary;
@@ -138,6 +167,10 @@ struct AlgorithmInfo {
   // A selector (auto) chooses one of the schedules per call: it has no
   // schedule of its own, findAlgorithm finds it, listAlgorithms does not.
   bool selector = false;
+  // The reduce-scatter form's reference (null: no reduce-scatter form). Its
+  // expect() gets args.coll == ReduceScatter and fills the whole tensor's
+  // count values: rank r must return elements [r * recvcount, ...) of them.
+  std::function<std::unique_ptr<Reference>(int nranks)> reduceScatterReference;
 };
 
 void registerAlgorithm(AlgorithmInfo info);

@@ -57,8 +57,9 @@ Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& c
                        const AllreduceArgs& args, const Reservation& promise,
                        const CallSignature* signature) {
   char what[160];
-  std::snprintf(what, sizeof what, "%s call #%llu (%zu x %s %s)", name.c_str(),
-                (unsigned long long)ctx.callSeq, args.count, dtypeName(args.dtype),
+  std::snprintf(what, sizeof what, "%s %s #%llu (%zu x %s %s)", name.c_str(),
+                collectiveName(args.coll), (unsigned long long)ctx.callSeq, args.count,
+                dtypeName(args.dtype),
                 redOpName(args.op));
   const bool strict = proxyCheckStrict(ctx.dev);
   ctx.dev.park(what, strict);
@@ -67,7 +68,7 @@ Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& c
   Status ran;
   try {
     ran = signature ? runCheckedAllreduce(algorithm, ctx, args, *signature)
-                    : algorithm.allreduce(ctx, args);
+                    : runCollective(algorithm, ctx, args);
   } catch (const std::bad_alloc&) {
     ran = makeStatus(Err::SystemError, "%s: out of memory (an allocation failed)", what);
   } catch (const std::exception& e) {

@@ -51,9 +51,10 @@ class CallBudget {
   static Reservation firstCallBound(size_t fp32Bytes);
 
  private:
-  using Shape = std::tuple<std::string, size_t, int, int>;  // name, count, dtype, op
+  // name, count, dtype, op, collective
+  using Shape = std::tuple<std::string, size_t, int, int, int>;
   static Shape shapeOf(const std::string& name, const AllreduceArgs& a) {
-    return Shape{name, a.count, int(a.dtype), int(a.op)};
+    return Shape{name, a.count, int(a.dtype), int(a.op), int(a.coll)};
   }
   std::mutex mu_;
   std::map<Shape, Reservation> drawn_;  // the most a call of the shape drew

@@ -15,7 +15,7 @@ namespace gradcomp::algo {
 namespace {
 
 // Wire layout (host byte order, like the monitor's: one build, one kind of host):
-//   u32 magic | u16 version | u16 0 | u64 callSeq | u64 count | i32 dtype | i32 op |
+//   u32 magic | u16 version | u16 collective (0 allreduce, 1 reduce-scatter) | u64 callSeq | u64 count | i32 dtype | i32 op |
 //   u64 paramsHash | char algorithm[24] (NUL-padded)
 constexpr uint32_t kMagic = 0x47435347;  // "GCSG"
 constexpr uint16_t kVersion = 1;
@@ -60,6 +60,7 @@ CallSignature callSignature(const AlgorithmInfo& info, const param::Overrides& c
   sig.count = args.count;
   sig.dtype = args.dtype;
   sig.op = args.op;
+  sig.coll = args.coll;
   sig.algorithm = info.name;
   // Effective values, not their spelling: "0.01" and "1e-2" hash alike.
   uint64_t h = 0xcbf29ce484222325ull;
@@ -83,6 +84,8 @@ void encodeSignature(const CallSignature& sig, unsigned char out[kSignatureBytes
   const int32_t dtype = int32_t(sig.dtype), op = int32_t(sig.op);
   memcpy(out, &kMagic, 4);
   memcpy(out + 4, &kVersion, 2);
+  const uint16_t coll = uint16_t(sig.coll);
+  memcpy(out + 6, &coll, 2);
   memcpy(out + 8, &sig.callSeq, 8);
   memcpy(out + 16, &sig.count, 8);
   memcpy(out + 24, &dtype, 4);
@@ -103,6 +106,8 @@ Status compareSignature(const CallSignature& mine, int myRank, const unsigned ch
              peer, bytes, magic, unsigned(version), kSignatureBytes, kMagic, unsigned(kVersion));
   CallSignature theirs;
   int32_t dtype = 0, op = 0;
+  uint16_t coll = 0;
+  memcpy(&coll, wire + 6, 2);
   memcpy(&theirs.callSeq, wire + 8, 8);
   memcpy(&theirs.count, wire + 16, 8);
   memcpy(&dtype, wire + 24, 4);
@@ -110,7 +115,8 @@ Status compareSignature(const CallSignature& mine, int myRank, const unsigned ch
   memcpy(&theirs.paramsHash, wire + 32, 8);
   theirs.algorithm = reinterpret_cast<const char*>(wire + 40);
   std::string mineAlgo = mine.algorithm.substr(0, kAlgoBytes - 1);
-  const bool seq = theirs.callSeq != mine.callSeq, count = theirs.count != mine.count,
+  const bool kind = coll != uint16_t(mine.coll);
+  const bool seq = kind || theirs.callSeq != mine.callSeq, count = theirs.count != mine.count,
              dt = dtype != int32_t(mine.dtype), rop = op != int32_t(mine.op),
              algo = theirs.algorithm != mineAlgo,
              params = !algo && theirs.paramsHash != mine.paramsHash;
@@ -121,7 +127,9 @@ Status compareSignature(const CallSignature& mine, int myRank, const unsigned ch
   const std::string theirOp = op == int32_t(RedOp::Sum)   ? "sum"
                               : op == int32_t(RedOp::Avg) ? "avg"
                                                           : "op " + std::to_string(op);
-  std::string text = "rank " + std::to_string(peer) + " called allreduce #" +
+  const char* theirColl = coll == 0 ? "allreduce" : coll == 1 ? "reducescatter" : "collective ?";
+  const std::string mineColl = collectiveName(mine.coll);
+  std::string text = "rank " + std::to_string(peer) + " called " + theirColl + " #" +
                      std::to_string(theirs.callSeq) + " with count " +
                      std::to_string(theirs.count) + " " + theirDtype + " " + theirOp;
   if (algo || params) text += " algorithm " + theirs.algorithm;
@@ -134,7 +142,7 @@ Status compareSignature(const CallSignature& mine, int myRank, const unsigned ch
   if (algo) add("algorithm " + mineAlgo);
   if (params) add("parameters " + hex(mine.paramsHash));
   text += ", rank " + std::to_string(myRank) +
-          (seq ? " called allreduce #" + std::to_string(mine.callSeq) + (own.empty() ? "" : " with ")
+          (seq ? " called " + mineColl + " #" + std::to_string(mine.callSeq) + (own.empty() ? "" : " with ")
                : " with ") +
           own;
   if (params)
@@ -174,7 +182,7 @@ Status runCheckedAllreduce(Algorithm& alg, Context& ctx, const AllreduceArgs& ar
     s = net.isend(to[i], transport::kSignatureTag, mine, kSignatureBytes, &h);
     if (s.ok()) sends.push_back(h);
   }
-  if (s.ok()) s = alg.allreduce(ctx, args);
+  if (s.ok()) s = runCollective(alg, ctx, args);
   // Failed after a verdict: nothing to explain (s is the verdict, or a
   // symptom found at the same time; the verdict wins below).
   const bool agreed = !s.ok() && monitor && monitor->failed();

@@ -38,6 +38,7 @@ struct CallSignature {
   uint64_t count = 0;
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
+  Collective coll = Collective::AllReduce;
   std::string algorithm;    // as the caller named it (at most 23 characters are sent)
   uint64_t paramsHash = 0;  // of the algorithm's effective parameters
 };

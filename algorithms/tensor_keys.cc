@@ -21,14 +21,21 @@ uint64_t scheduleKey(const AllreduceArgs& a) {
   if (a.bufferKey) return a.bufferKey;
   // Shape keys live in their own half of the key space (top bit set), apart
   // from small user keys.
-  const uint64_t shape = mix(mix(uint64_t(a.count)) ^ (uint64_t(a.dtype) << 8 | uint64_t(a.op)));
+  // The collective is part of the shape (0 for allreduce, so allreduce keys
+  // are what they always were): a reduce-scatter never shares an allreduce's
+  // thresholds or call counts.
+  const uint64_t shape = mix(mix(uint64_t(a.count)) ^ (uint64_t(a.coll) << 16 |
+                                                       uint64_t(a.dtype) << 8 | uint64_t(a.op)));
   return shape | (uint64_t(1) << 63);
 }
 
 uint64_t residualKey(const AllreduceArgs& a) {
   if (a.bufferKey) return a.bufferKey;
   if (a.localKey) return a.localKey;
-  return uint64_t(reinterpret_cast<uintptr_t>(a.recvBuf));
+  // A reduce-scatter's residual covers its whole input, not the shard it
+  // receives.
+  const void* tensor = a.coll == Collective::ReduceScatter ? a.sendBuf : a.recvBuf;
+  return uint64_t(reinterpret_cast<uintptr_t>(tensor));
 }
 
 }  // namespace gradcomp::algo

@@ -50,6 +50,18 @@ class DenseAllreduce final : public Algorithm {
     return ctx.dev.sync();
   }
 
+  bool hasReduceScatter() const override { return true; }
+  // The ring's first half in NCCL's layout; avg divides the received chunk.
+  Status reduceScatter(Context& ctx, const AllreduceArgs& a) override {
+    GC_CHECK(validateArgs("dense reduce-scatter", a));
+    const int P = ctx.net.size();
+    const size_t recvCount = recvCountOf(a, P);
+    if (recvCount == 0) return Status::Ok();
+    GC_CHECK(dense::ringReduceScatter(ctx, a.sendBuf, a.recvBuf, recvCount, a.dtype, &stage_));
+    if (a.op == RedOp::Avg && P > 1) GC_CHECK(ctx.dev.divide(a.recvBuf, recvCount, a.dtype, P));
+    return ctx.dev.sync();
+  }
+
  private:
   dense::Staging stage_;  // host staging, kept across calls (grown, never shrunk)
 };
@@ -135,9 +147,13 @@ class DenseReference final : public Reference {
 GC_REGISTER_ALGORITHM(
     dense, {"dense",
             "Uncompressed allreduce: ring reduce-scatter + allgather, recursive doubling for "
-            "small buffers",
+            "small buffers; reduce-scatter: the ring's first half",
             {param::Id::DENSE_RD_MAX_BYTES},
             [] { return std::unique_ptr<Algorithm>(new DenseAllreduce()); },
+            [](int nranks) { return std::unique_ptr<Reference>(new DenseReference(nranks)); },
+            false,
+            // The ring reduce-scatter adds each element P-1 times, as the
+            // allreduce's ring: the same reference and bound hold per shard.
             [](int nranks) { return std::unique_ptr<Reference>(new DenseReference(nranks)); }});
 
 }  // namespace gradcomp::algo

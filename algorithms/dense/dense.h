@@ -26,12 +26,23 @@ namespace gradcomp::algo::dense {
 // Staging buffers an algorithm object keeps across calls (grown, never shrunk).
 struct Staging {
   device::HostArray<char> send, recv;
-  void bind(device::Backend& dev) { send.bind(dev), recv.bind(dev); }
+  device::DeviceArray<char> partial;  // reduce-scatter: one chunk's running sum
+  void bind(device::Backend& dev) { send.bind(dev), recv.bind(dev), partial.bind(dev); }
 };
 
 // stage: recv grown to two chunks (double-buffered reduce-scatter), send to
 // the whole buffer (the allgather forwards from host memory).
 Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, Staging* stage);
+
+// Ring reduce-scatter in NCCL's layout (algorithm.h): P-1 steps; at step s
+// rank r sends its running sum of chunk (r - s - 1) to r+1 and receives that
+// of chunk (r - s - 2) from r-1, adding its own input; the last step's sum,
+// of chunk r, lands in recv. send (count = recvCount * P elements) is only
+// read, so recv may be NCCL's in-place slot (send + r * recvCount). Every
+// element takes P-1 additions, as in the allreduce's ring. stage: send and
+// recv grown to one chunk, partial to one chunk (device).
+Status ringReduceScatter(Context& ctx, const void* send, void* recv, size_t recvCount, DataType t,
+                         Staging* stage);
 
 // Recursive doubling over the largest power of two P2 <= P: the first
 // 2(P - P2) ranks fold pairwise first (even rank hands its data to the odd

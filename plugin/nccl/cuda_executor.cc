@@ -120,8 +120,8 @@ class CudaExecutor final : public Executor {
       GC_CHECK(budget->prepare(*call.algorithm, name, ctx, call.args, &promise));
     }
     char what[160];
-    std::snprintf(what, sizeof what, "%s allreduce #%llu of %zu x %s", name.c_str(),
-                  (unsigned long long)call.callSeq, call.args.count, dtypeName(call.args.dtype));
+    std::snprintf(what, sizeof what, "%s %s #%llu of %zu x %s", name.c_str(),
+                  algo::collectiveName(call.args.coll), (unsigned long long)call.callSeq, call.args.count, dtypeName(call.args.dtype));
     // What the application asked for, exchanged and checked by every rank.
     std::shared_ptr<const algo::CallSignature> sig;
     if (call.asked)

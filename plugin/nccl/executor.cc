@@ -15,7 +15,7 @@ class HostExecutor : public Executor {
     algo::Context ctx{*call.net, device::cpuBackend(), *call.config, call.callSeq,
                       call.errorFeedback};
     if (call.algorithmName) call.net->setActivity(call.algorithmName);
-    if (!call.asked) return call.algorithm->allreduce(ctx, call.args);
+    if (!call.asked) return algo::runCollective(*call.algorithm, ctx, call.args);
     return algo::runCheckedAllreduce(
         *call.algorithm, ctx, call.args,
         algo::callSignature(*call.asked, call.askedConfig ? *call.askedConfig : *call.config,

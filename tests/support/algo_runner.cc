@@ -61,6 +61,12 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
         a.sendBuf = inPlace ? out.data() : in.data();
         a.recvBuf = out.data();
         a.count = count;
+        a.coll = run.coll;
+        size_t outBytes = bytes;
+        if (run.coll == algo::Collective::ReduceScatter) {
+          outBytes = bytes / size_t(P);
+          if (inPlace) a.recvBuf = out.data() + size_t(r) * outBytes;
+        }
         a.dtype = run.dtype;
         a.bufferKey = 11 + count;
         if (run.throughBudget) {
@@ -68,12 +74,12 @@ void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)
           st = budget.prepare(*alg, run.algo, ctx, a, &promise);
           if (st.ok()) st = budget.run(*alg, run.algo, ctx, a, promise);
         } else {
-          st = alg->allreduce(ctx, a);
+          st = algo::runCollective(*alg, ctx, a);
         }
         if (!st.ok()) break;
-        st = dev.copy(host.data(), out.data(), bytes);
+        st = dev.copy(host.data(), a.recvBuf, outBytes);
         if (st.ok()) st = dev.sync();
-        (*results)[r].emplace_back(host.begin(), host.begin() + bytes);
+        (*results)[r].emplace_back(host.begin(), host.begin() + outBytes);
       }
       // Algorithm scratch and residuals go back to dev before the arrays above.
       alg.reset();
@@ -119,12 +125,14 @@ void checkMatchesCpu(const AlgoRun& run, const std::vector<std::vector<std::vect
     REQUIRE(gpuStatus[r].ok());
     REQUIRE(cpu[r].size() == size_t(run.calls));
     REQUIRE(gpu[r].size() == size_t(run.calls));
+    const size_t n = run.coll == algo::Collective::ReduceScatter ? run.count / size_t(run.ranks)
+                                                                  : run.count;
     for (int c = 0; c < run.calls; ++c) {
       double scale = 0;
-      for (size_t i = 0; i < run.count; ++i) scale = std::max(scale, std::fabs(fp32At(cpu[r][c], i)));
+      for (size_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(fp32At(cpu[r][c], i)));
       size_t bad = 0, first = 0;
       double worst = 0;
-      for (size_t i = 0; i < run.count; ++i) {
+      for (size_t i = 0; i < n; ++i) {
         const double a = fp32At(cpu[r][c], i), d = std::fabs(a - fp32At(gpu[r][c], i));
         const double tol = run.algo == "fft" ? 1e-3 * (1 + scale) : 1e-5 * (1 + std::fabs(a));
         if (!(d <= tol)) {
@@ -132,7 +140,7 @@ void checkMatchesCpu(const AlgoRun& run, const std::vector<std::vector<std::vect
           worst = std::isnan(d) ? d : std::max(worst, d);
         }
       }
-      INFO("call " << c << ": " << bad << " of " << run.count << " elements differ (first "
+      INFO("call " << c << ": " << bad << " of " << n << " elements differ (first "
                    << first << ", worst |diff| " << worst << ")");
       CHECK(bad == 0);
     }

@@ -28,6 +28,9 @@ struct AlgoRun {
   // Runs each call as the CUDA executor does: CallBudget::prepare, then
   // CallBudget::run with the backend parked (algorithms/call_budget.h).
   bool throughBudget = false;
+  // ReduceScatter: count (a multiple of ranks) is the whole tensor; rank r's
+  // result is its recvcount elements; odd calls run in NCCL's in-place layout.
+  algo::Collective coll = algo::Collective::AllReduce;
   // Ranks per host: the algorithm runs hierarchically when set.
   std::vector<std::vector<int>> hosts;
 };
@@ -38,7 +41,8 @@ inline float inputValue(int r, int c, size_t i) {
          1000.0f;
 }
 
-// results[r][c]: rank r's output bytes after call c. Odd calls run in place.
+// results[r][c]: rank r's output bytes after call c (reduce-scatter: its
+// shard). Odd calls run in place.
 // *rankStatus gets each rank's first error (Ok when it finished).
 void runRanks(const AlgoRun& run, const std::function<device::Backend&(int rank)>& backendOf,
               std::vector<std::vector<std::vector<uint8_t>>>* results,
