@@ -111,6 +111,8 @@
     "auto: a size class first tries every candidate predicted within this factor of the best prediction (3 to 8 rounds of two calls each, GRADCOMP_AUTO_TRIAL_MS; per measured call the slowest rank's time, the median over calls decides); 1 trusts the model alone.") \
   X(ALGO, String, "off", "",                                                                \
     "NCCL interposer and CollNet plugin: algorithm for eligible ncclAllReduce calls and CollNet chunks (a registry name such as qsgd, or auto: per call the candidate of GRADCOMP_AUTO_CANDIDATES a model calibrated on this job predicts fastest), or off for pure pass-through (the CollNet plugin then offers no device).") \
+  X(RS_ALGO, String, "", "",                                                                \
+    "NCCL interposer: algorithm for eligible ncclReduceScatter calls (FSDP, ZeRO): a registry name with a reduce-scatter form (dense, qsgd, rbf, sign, ...; gradcomp-bench --list says which), off for pass-through, or empty: the call's algorithm (GRADCOMP_ALGO or its rule's) where it has a reduce-scatter form, else pass-through. Runs flat over all ranks.") \
   X(COMMS, String, "all", "",                                                               \
     "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
   X(MIN_BYTES, Size, "1M", "0..1T",                                                         \

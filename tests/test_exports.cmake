@@ -47,7 +47,7 @@ if(GC_READELF)
                    -DGC_READELF=${GC_READELF} -P ${CMAKE_CURRENT_LIST_FILE})
 endif()
 
-foreach(t test_nccl_interposer test_nccl_shim test_net_plugin test_collnet_plugin test_tuner_plugin)
+foreach(t test_nccl_interposer test_nccl_reduce_scatter test_nccl_shim test_net_plugin test_collnet_plugin test_tuner_plugin)
   if(TARGET ${t})
     add_dependencies(${t} gradcomp nccl_double gradcomp_nccl_shim)
   endif()

@@ -146,7 +146,8 @@ Loaded loadInChild(const std::string& systemConfig, const std::map<std::string, 
   REQUIRE(fd >= 0);
   close(fd);
   auto exits = test::runRanks(1, [&](int) {
-    for (const char* v : {"GRADCOMP_ALGO", "GRADCOMP_CONFIG", "GRADCOMP_MIN_BYTES"}) unsetenv(v);
+    for (const char* v : {"GRADCOMP_ALGO", "GRADCOMP_CONFIG", "GRADCOMP_MIN_BYTES",
+                          "GRADCOMP_RS_ALGO"}) unsetenv(v);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     Policy p;
     Status s = loadPolicyWithSystemConfig(systemConfig, &p);
@@ -218,4 +219,58 @@ TEST_CASE("the admin's default file: read when GRADCOMP_CONFIG is unset, optiona
   l = loadInChild(system, {{"GRADCOMP_CONFIG", ""}});  // the escape hatch
   CHECK(l.ok);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("reduce-scatter verdicts: the call's algorithm where it has the form, GRADCOMP_RS_ALGO",
+          "[nccl][policy]") {
+  using gradcomp::algo::Collective;
+  Policy p = densePolicy();
+  int rule = 0;
+  auto rs = [&](size_t count, int dt, int op) {
+    return decide(p, comm(0, 4), CallShape{count, dt, op, Collective::ReduceScatter}, &rule);
+  };
+  Verdict why = Verdict::Compress;
+  CHECK(rs(1 << 18, ncclFloat32, ncclSum) == Verdict::Compress);  // the whole input: 1 MiB
+  CHECK(reduceScatterAlgo(p, -1, &why) == "dense");
+  CHECK(rs((1 << 18) - 4, ncclFloat32, ncclSum) == Verdict::SmallBuffer);
+  CHECK(rs(1 << 20, ncclInt32, ncclSum) == Verdict::Dtype);
+  CHECK(rs(1 << 20, ncclFloat32, ncclMax) == Verdict::Op);
+  p.algo = "wagma";  // no reduce-scatter form: pass-through, said so
+  CHECK(rs(1 << 20, ncclFloat32, ncclSum) == Verdict::NoRsForm);
+  CHECK(reduceScatterAlgo(p, -1, &why).empty());
+  CHECK(why == Verdict::NoRsForm);
+  p.rsAlgo = "dense";  // named: used whatever GRADCOMP_ALGO is
+  CHECK(rs(1 << 20, ncclFloat32, ncclSum) == Verdict::Compress);
+  p.algo = "off";  // allreduce off, reduce-scatter on
+  CHECK(p.enabled());
+  CHECK(rs(1 << 20, ncclFloat32, ncclSum) == Verdict::Compress);
+  CHECK(decide(p, comm(0, 4), CallShape{1 << 20, ncclFloat32, ncclSum}, &rule) == Verdict::Off);
+  p.rsAlgo = "off";
+  CHECK_FALSE(p.enabled());
+  CHECK(rs(1 << 20, ncclFloat32, ncclSum) == Verdict::Off);
+  // A rule's algorithm applies to reduce-scatter too.
+  p = densePolicy();
+  Rule big;
+  big.minBytes = 64 << 20;
+  big.algo = "wagma";
+  p.rules = {big};
+  CHECK(rs(32 << 20, ncclFloat32, ncclSum) == Verdict::NoRsForm);
+  CHECK(rule == 0);
+  CHECK(rs(1 << 20, ncclFloat32, ncclSum) == Verdict::Compress);
+  CHECK(rule == -1);
+  // The collective is part of every rank's configuration text.
+  p.rsAlgo = "off";
+  CHECK(effectiveConfigText(p, comm(0, 4), true).find("GRADCOMP_RS_ALGO=off\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("GRADCOMP_RS_ALGO: an algorithm without the form is named with the accepted ones",
+          "[nccl][policy][mp]") {
+  Loaded l = loadInChild("", {{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_RS_ALGO", "wagma"}});
+  CHECK_FALSE(l.ok);
+  CHECK_THAT(l.message, Catch::Contains("GRADCOMP_RS_ALGO='wagma': the algorithm has no "
+                                        "reduce-scatter form; accepted: off, empty") &&
+                            Catch::Contains("dense"));
+  l = loadInChild("", {{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_RS_ALGO", "dense"}});
+  CHECK(l.ok);
 }

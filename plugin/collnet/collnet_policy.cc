@@ -43,7 +43,7 @@ CollNetPolicy load() {
   p.configText = nccl::effectiveConfigText(policy, anyComm, true) +
                  "GRADCOMP_COLLNET_EF_PERIOD=" + std::to_string(p.efPeriod) + "\n" +
                  "GRADCOMP_EF=" + (ef ? "1" : "0") + "\n";
-  if (!policy.enabled()) {
+  if (policy.algo == "off") {
     p.why = "GRADCOMP_ALGO=off";
   } else if (!collNetAlgorithm(policy.algo)) {
     p.why = "algorithm '" + policy.algo + "' does not run on CollNet chunks (accepted: " +

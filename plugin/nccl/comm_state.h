@@ -26,7 +26,8 @@ namespace gradcomp::nccl {
 
 struct BucketStats {
   uint64_t calls = 0;
-  uint64_t count = 0;        // elements of the last call
+  uint64_t count = 0;        // elements of the last call (reduce-scatter: of its input)
+  bool reduceScatter = false;
   uint64_t bytesIn = 0;      // logical bytes (count * dtype size), summed
   uint64_t bytesOut = 0;     // bytes this rank sent on the wire, summed
   double seconds = 0;        // time inside the executor (total)
@@ -38,12 +39,20 @@ struct BucketStats {
   double residualNorm = -1;  // last residual L2 norm; < 0: no error feedback
 };
 
+// Of the totals below, the ncclReduceScatter calls.
+struct ReduceScatterStats {
+  uint64_t compressedCalls = 0, passedCalls = 0;
+  uint64_t compressedLogicalBytes = 0, wireBytes = 0, passedBytes = 0;
+};
+
 struct CommStats {
+  // Every intercepted collective (allreduce and reduce-scatter).
   uint64_t compressedCalls = 0, passedCalls = 0;
   uint64_t compressedLogicalBytes = 0, wireBytes = 0, passedBytes = 0;
   double compressedSeconds = 0, compressedWaitSeconds = 0, wiringSeconds = 0;
   std::map<std::string, uint64_t> passReasons;  // verdict name -> calls
   std::map<uint64_t, BucketStats> buckets;      // by buffer key (address)
+  ReduceScatterStats reduceScatter;
 };
 
 // Algorithm instance and parameters for one rule (-1: the defaults).
@@ -74,6 +83,7 @@ struct CommState {
   }
   std::unique_ptr<transport::Transport> net;
   std::map<int, RuleRuntime> runtimes;
+  std::map<int, RuleRuntime> rsRuntimes;  // ncclReduceScatter's, by rule
   std::unique_ptr<algo::ErrorFeedbackStore> errorFeedback;
   // Agreed at wiring over `net` (transport/host_topology.h); rule algorithms
   // are wrapped in the hierarchical schedule when topology.hierarchical.

@@ -111,9 +111,11 @@ Status parseConfigText(const std::string& text, const std::string& origin, Confi
       if (k == "algo") out->algo = text;
       else if (k == "comms") out->comms = text;
       else if (k == "min_bytes") out->minBytes = text;
+      else if (k == "rs_algo") out->rsAlgo = text;
       else
         return makeStatus(Err::InvalidConfig,
-                          "%s: unknown key; accepted: algo, comms, min_bytes, [params], [[rule]]",
+                          "%s: unknown key; accepted: algo, rs_algo, comms, min_bytes, [params], "
+                          "[[rule]]",
                           what.c_str());
     }
   }

@@ -51,6 +51,20 @@ GC_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   });
 }
 
+GC_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op,
+                                           ncclComm_t comm, cudaStream_t stream) {
+  InsideScope inside;
+  if (inside.reentered()) {
+    GC_REAL_OR_FAIL(reduceScatter, "ncclReduceScatter");
+    return real().reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  }
+  return guarded("ncclReduceScatter", [&] {
+    return gradcomp::nccl::reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm,
+                                         stream);
+  });
+}
+
 GC_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                           int rank) {
   InsideScope inside;

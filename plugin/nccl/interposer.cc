@@ -69,14 +69,15 @@ ncclResult_t toNccl(Err e) {
   }
 }
 
-void markFailed(CommState& st, const Status& s) {
+// `what`: the collective that failed ("allreduce" for wiring and the monitor).
+void markFailed(CommState& st, const Status& s, const char* what = "allreduce") {
   if (st.failed) return;
   st.failed = true;
   if (st.net)
     if (std::shared_ptr<transport::FailureMonitor> m = st.net->failureMonitor())
       st.failedRank = m->failedRank();
   st.failedCode = toNccl(s.code());
-  st.failedMessage = "gradcomp: compressed allreduce failed on communicator #" +
+  st.failedMessage = std::string("gradcomp: compressed ") + what + " failed on communicator #" +
                      std::to_string(st.id.index) + " (rank " + std::to_string(st.rank) + "/" +
                      std::to_string(st.id.nranks) + "): " + s.toString();
   GC_WARN("%s; the communicator is marked failed (ncclCommGetAsyncError reports it)",
@@ -90,10 +91,14 @@ void fillRankAndSize(CommState& st) {
   if (st.id.nranks <= 0 && nccl.commCount) nccl.commCount(st.comm, &st.id.nranks);
 }
 
-void passThroughStats(CommState& st, Verdict v, size_t bytes) {
+void passThroughStats(CommState& st, Verdict v, size_t bytes, algo::Collective coll) {
   std::lock_guard<std::mutex> lock(st.mu);
   st.stats.passedCalls++;
   st.stats.passedBytes += bytes;
+  if (coll == algo::Collective::ReduceScatter) {
+    st.stats.reduceScatter.passedCalls++;
+    st.stats.reduceScatter.passedBytes += bytes;
+  }
   st.stats.passReasons[verdictName(v)]++;
 }
 
@@ -127,7 +132,7 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   Status s = exec.submit(call, stream);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
-    markFailed(st, s);
+    markFailed(st, s, algo::collectiveName(args.coll));
     return st.failedCode;
   }
   if (secondsOut) *secondsOut = seconds;
@@ -139,10 +144,17 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   st.stats.wireBytes += sent;
   st.stats.compressedSeconds += seconds;
   st.stats.compressedWaitSeconds += waited;
+  if (args.coll == algo::Collective::ReduceScatter) {
+    ReduceScatterStats& rs = st.stats.reduceScatter;
+    rs.compressedCalls++;
+    rs.compressedLogicalBytes += bytes;
+    rs.wireBytes += sent;
+  }
   const uint64_t key = algo::residualKey(args);  // per this rank's buffer, as the residuals
   BucketStats& b = st.stats.buckets[key];
   b.calls++;
   b.count = args.count;
+  b.reduceScatter = args.coll == algo::Collective::ReduceScatter;
   b.bytesIn += bytes;
   b.bytesOut += sent;
   b.seconds += seconds;
@@ -260,23 +272,40 @@ void onCommGone(ncclComm_t comm, const char* how) {
   if (!s.ok()) GC_WARN("%s", s.toString().c_str());
 }
 
-ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dtype,
-                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const RealNccl& nccl = real();
-  auto passThrough = [&] {
-    return nccl.allReduce ? nccl.allReduce(sendbuff, recvbuff, count, dtype, op, comm, stream)
-                          : ncclSystemError;
-  };
-  std::shared_ptr<CommState> st = CommRegistry::instance().find(comm);
+namespace {
+
+// One intercepted collective, as the application called it.
+struct CollCall {
+  algo::Collective coll = algo::Collective::AllReduce;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;  // the application's count (reduce-scatter: recvcount)
+  ncclDataType_t dtype = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// Both collectives: the policy decides, then the compressed path or the
+// real NCCL (`passThrough`). Everything a decision reads is shared by all
+// ranks (policy, communicator identity, the call's arguments).
+template <class PassThrough>
+ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
+  std::shared_ptr<CommState> st = CommRegistry::instance().find(c.comm);
   if (!st) return passThrough();
-  size_t bytes = count * ncclDtypeSize(dtype);
+  const bool rs = c.coll == algo::Collective::ReduceScatter;
+  // A reduce-scatter compresses (and is sized by) its whole input.
+  int nranks = st->id.nranks;
+  if (rs && nranks <= 0 && real().commCount) real().commCount(c.comm, &nranks);
+  const size_t total = rs ? c.count * size_t(std::max(nranks, 0)) : c.count;
+  size_t bytes = total * ncclDtypeSize(c.dtype);
   int rule = -1;
-  Verdict v = decide(policy(), st->id, CallShape{count, int(dtype), int(op)}, &rule);
+  Verdict v = decide(policy(), st->id, CallShape{total, int(c.dtype), int(c.op), c.coll}, &rule);
   if (v == Verdict::Compress && tGroupDepth > 0) v = Verdict::InGroup;
-  if (v == Verdict::Compress && streamCapturing(stream)) v = Verdict::Capturing;
+  if (v == Verdict::Compress && streamCapturing(c.stream)) v = Verdict::Capturing;
   Executor* exec = nullptr;
   if (v == Verdict::Compress) {
-    exec = selectExecutor(memoryKind(sendbuff), memoryKind(recvbuff));
+    exec = selectExecutor(memoryKind(c.sendbuff), memoryKind(c.recvbuff));
     if (exec == nullptr) v = Verdict::NoExecutor;
   }
   {
@@ -285,7 +314,7 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
     // inside a compressed call would hang or mix results.
     if (st->failed) return st->failedCode;
     // Created nonblocking or inside a group: the exchange runs at the first
-    // ncclAllReduce outside a group, whatever this call's verdict, because
+    // collective outside a group, whatever this call's verdict, because
     // that is the same call on every rank (NCCL's collective order rule).
     if (st->wiring == Wiring::Pending && tGroupDepth == 0) {
       fillRankAndSize(*st);
@@ -296,36 +325,80 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
       }
     }
     if (v == Verdict::Compress && st->wiring != Wiring::Ready) v = Verdict::CommDisabled;
+    algo::AllreduceArgs args;
+    args.sendBuf = c.sendbuff;
+    args.recvBuf = c.recvbuff;
+    // NCCL gives no tensor identity that ranks agree on: buffer addresses
+    // differ per rank and allocators reuse them differently, so state
+    // that steers the schedule is keyed by the call's shape (bufferKey 0,
+    // algo::scheduleKey) and only this rank's residuals by its buffer
+    // (a reduce-scatter's: its input's).
+    args.bufferKey = 0;
+    args.localKey = uint64_t(uintptr_t(rs ? c.sendbuff : c.recvbuff));
+    args.count = total;
+    args.coll = c.coll;
+    eligibleDtype(int(c.dtype), &args.dtype);
+    eligibleOp(int(c.op), &args.op);
+    // NCCL's in-place layout or disjoint buffers; anything else is NCCL's
+    // to judge, as if gradcomp were absent (the same on every rank with
+    // the same layout; a rank whose layout differs fails the call check).
+    if (v == Verdict::Compress && rs) {
+      Status layout = algo::checkReduceScatterArgs(args, st->id.nranks, st->rank);
+      if (!layout.ok()) {
+        v = Verdict::RsLayout;
+        if (st->stats.passReasons.count(verdictName(v)) == 0)
+          GC_WARN("communicator #%llu: ncclReduceScatter passes through to NCCL: %s",
+                  (unsigned long long)st->id.index, layout.message().c_str());
+      }
+    }
     if (v == Verdict::Compress) {
-      algo::AllreduceArgs args;
-      args.sendBuf = sendbuff;
-      args.recvBuf = recvbuff;
-      // NCCL gives no tensor identity that ranks agree on: buffer addresses
-      // differ per rank and allocators reuse them differently, so state
-      // that steers the schedule is keyed by the call's shape (bufferKey 0,
-      // algo::scheduleKey) and only this rank's residuals by its buffer.
-      args.bufferKey = 0;
-      args.localKey = uint64_t(uintptr_t(recvbuff));
-      args.count = count;
-      eligibleDtype(int(dtype), &args.dtype);
-      eligibleOp(int(op), &args.op);
       RuleRuntime* rt = nullptr;
-      Status s = runtimeFor(policy(), *st, rule, &rt);
+      Status s = rs ? reduceScatterRuntimeFor(policy(), *st, rule, &rt)
+                    : runtimeFor(policy(), *st, rule, &rt);
       if (!s.ok()) {
         markFailed(*st, s);
         return st->failedCode;
       }
       if (algo::autosel::AutoTuner* tuner = algo::autosel::tunerOf(rt->algorithm.get()))
-        return runAuto(*st, *exec, *rt, *tuner, args, bytes, stream, passThrough);
+        return runAuto(*st, *exec, *rt, *tuner, args, bytes, c.stream, passThrough);
       return runCompressed(*st, *exec, *rt, *rt->algorithm, rt->config, rt->algoName,
-                           rt->algoName.c_str(), st->callSeq++, args, bytes, stream);
+                           rt->algoName.c_str(), st->callSeq++, args, bytes, c.stream);
     }
     if (v == Verdict::NoExecutor && st->stats.passReasons.count(verdictName(v)) == 0)
-      GC_INFO(PLUGIN, "communicator #%llu: eligible allreduce on device memory passes through to "
-              "NCCL (no CUDA executor in this build)", (unsigned long long)st->id.index);
+      GC_INFO(PLUGIN, "communicator #%llu: eligible %s on device memory passes through to "
+              "NCCL (no CUDA executor in this build)", (unsigned long long)st->id.index,
+              algo::collectiveName(c.coll));
   }
-  passThroughStats(*st, v, bytes);
+  passThroughStats(*st, v, bytes, c.coll);
   return passThrough();
+}
+
+}  // namespace
+
+ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dtype,
+                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const RealNccl& nccl = real();
+  auto passThrough = [&] {
+    return nccl.allReduce ? nccl.allReduce(sendbuff, recvbuff, count, dtype, op, comm, stream)
+                          : ncclSystemError;
+  };
+  return intercept(CollCall{algo::Collective::AllReduce, sendbuff, recvbuff, count, dtype, op,
+                            comm, stream},
+                   passThrough);
+}
+
+ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
+  const RealNccl& nccl = real();
+  auto passThrough = [&] {
+    return nccl.reduceScatter
+               ? nccl.reduceScatter(sendbuff, recvbuff, recvcount, dtype, op, comm, stream)
+               : ncclSystemError;
+  };
+  return intercept(CollCall{algo::Collective::ReduceScatter, sendbuff, recvbuff, recvcount, dtype,
+                            op, comm, stream},
+                   passThrough);
 }
 
 ncclResult_t getAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {

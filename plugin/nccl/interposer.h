@@ -24,6 +24,10 @@ void onCommGone(ncclComm_t comm, const char* how);
 
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dtype,
                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+// recvcount elements per rank, NCCL's layout (algorithms/algorithm.h).
+ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
 // Folds a gradcomp failure of `comm` into NCCL's async error.
 ncclResult_t getAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 const char* lastError(ncclComm_t comm);

@@ -36,6 +36,21 @@ Status checkAlgo(const std::string& name, const std::string& origin) {
                     algo::algorithmNames().c_str());
 }
 
+// "" (follow the call's algorithm), off, or an algorithm with a
+// reduce-scatter form.
+Status checkReduceScatterAlgo(const std::string& name, const std::string& origin) {
+  if (name.empty() || name == "off") return Status::Ok();
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(name);
+  if (info && info->reduceScatterReference) return Status::Ok();
+  std::string forms;
+  for (const algo::AlgorithmInfo* a : algo::listAlgorithms())
+    if (a->reduceScatterReference) forms += (forms.empty() ? "" : ", ") + a->name;
+  return makeStatus(Err::InvalidConfig,
+                    "%s='%s': %s; accepted: off, empty (the call's algorithm), %s", origin.c_str(),
+                    name.c_str(),
+                    info ? "the algorithm has no reduce-scatter form" : "unknown algorithm",
+                    forms.c_str());
+}
 
 Status checkParams(const std::map<std::string, std::string>& params, const std::string& origin) {
   for (const auto& [name, text] : params) {
@@ -118,6 +133,14 @@ Status buildPolicy(const std::string& systemConfig, Policy* p) {
   }
   GC_CHECK(checkAlgo(algoText, algoOrigin));
   p->algo = algoText;
+
+  std::string rsText = file.rsAlgo.value_or(""), rsOrigin = fileName + " rs_algo";
+  if (fromEnv(param::Id::RS_ALGO)) {
+    GC_CHECK(param::getString(param::Id::RS_ALGO, &rsText));
+    rsOrigin = "GRADCOMP_RS_ALGO";
+  }
+  GC_CHECK(checkReduceScatterAlgo(rsText, rsOrigin));
+  p->rsAlgo = rsText;
 
   std::string commsText = file.comms.value_or("all"), commsOrigin = fileName + " comms";
   if (fromEnv(param::Id::COMMS)) {
@@ -264,6 +287,8 @@ const char* verdictName(Verdict v) {
     case Verdict::InPlaceMismatch: return "buffer layout";
     case Verdict::NoExecutor: return "device memory and no CUDA executor";
     case Verdict::AutoDense: return "auto chose NCCL's allreduce";
+    case Verdict::NoRsForm: return "algorithm has no reduce-scatter form";
+    case Verdict::RsLayout: return "reduce-scatter buffers overlap other than in place";
   }
   return "?";
 }
@@ -287,7 +312,8 @@ bool eligibleOp(int ncclOp, RedOp* out) {
 
 Verdict decide(const Policy& policy, const CommIdentity& comm, const CallShape& call, int* rule) {
   *rule = -1;
-  if (!policy.enabled()) return Verdict::Off;
+  const bool rs = call.coll == algo::Collective::ReduceScatter;
+  if (rs ? !policy.enabled() : policy.algo == "off") return Verdict::Off;
   if (comm.singleProcess || !selectorsMatch(policy.comms, comm)) return Verdict::CommNotSelected;
   DataType dtype;
   RedOp op;
@@ -300,9 +326,24 @@ Verdict decide(const Policy& policy, const CommIdentity& comm, const CallShape& 
     if (bytes < r.minBytes || bytes >= r.maxBytes) continue;
     if (!r.comms.empty() && !selectorsMatch(r.comms, comm)) continue;
     *rule = int(i);
-    return r.algo == "off" ? Verdict::Off : Verdict::Compress;
+    if (!rs) return r.algo == "off" ? Verdict::Off : Verdict::Compress;
+    break;
   }
-  return Verdict::Compress;
+  if (!rs) return Verdict::Compress;
+  Verdict why = Verdict::Compress;
+  return reduceScatterAlgo(policy, *rule, &why).empty() ? why : Verdict::Compress;
+}
+
+std::string reduceScatterAlgo(const Policy& policy, int rule, Verdict* why) {
+  *why = Verdict::Off;
+  if (policy.rsAlgo == "off") return "";
+  if (!policy.rsAlgo.empty()) return policy.rsAlgo;
+  const Rule* r = rule >= 0 ? &policy.rules[size_t(rule)] : nullptr;
+  const std::string name = r && !r->algo.empty() ? r->algo : policy.algo;
+  if (name == "off") return "";
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(name);
+  *why = Verdict::NoRsForm;
+  return info && info->reduceScatterReference ? name : "";
 }
 
 std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, bool selected,
@@ -311,12 +352,14 @@ std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, 
   os << "gradcomp.version=1\n";
   os << "executor.device=" << deviceExecutor << "\n";
   os << "GRADCOMP_ALGO=" << policy.algo << "\n";
+  os << "GRADCOMP_RS_ALGO=" << policy.rsAlgo << "\n";
   os << "GRADCOMP_COMMS=" << policy.commsText << "\n";
   os << "GRADCOMP_MIN_BYTES=" << policy.minBytes << "\n";
   os << "communicator.selected=" << (selected ? 1 : 0) << "\n";
   os << "communicator.nranks=" << comm.nranks << "\n";
   // Algorithm parameters as this rank resolves them (environment, else file, else default).
   std::vector<std::string> algos{policy.algo};
+  if (!policy.rsAlgo.empty()) algos.push_back(policy.rsAlgo);
   for (size_t i = 0; i < policy.rules.size(); ++i) {
     const Rule& r = policy.rules[i];
     os << "rule" << i << "=" << r.commsText << "|" << r.minBytes << "|" << r.maxBytes << "|"

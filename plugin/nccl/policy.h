@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "common/dtype.h"
 #include "common/param.h"
 #include "common/status.h"
@@ -54,6 +55,9 @@ struct Rule {
 
 struct Policy {
   std::string algo = "off";  // "off": pure pass-through
+  // ncclReduceScatter: "" = each call's algorithm where it has a
+  // reduce-scatter form, "off" = pass-through, else that algorithm.
+  std::string rsAlgo;
   std::vector<CommSelector> comms;
   std::string commsText = "all";
   uint64_t minBytes = 1 << 20;
@@ -62,7 +66,8 @@ struct Policy {
   std::string configPath;              // "" when no file was read
   bool configIsSystemDefault = false;  // configPath is the default file (GRADCOMP_CONFIG unset)
   bool strict = false;
-  bool enabled() const { return algo != "off"; }
+  // Anything to compress: allreduce (algo) or reduce-scatter (rsAlgo).
+  bool enabled() const { return algo != "off" || (!rsAlgo.empty() && rsAlgo != "off"); }
 };
 
 // Registry + file, validated; env overrides file. On error *out is the
@@ -86,18 +91,26 @@ enum class Verdict {
   InPlaceMismatch, // reserved
   NoExecutor,      // device memory and no CUDA executor yet
   AutoDense,       // GRADCOMP_ALGO=auto chose dense: NCCL's own allreduce
+  NoRsForm,        // reduce-scatter: the algorithm has no reduce-scatter form
+  RsLayout,        // reduce-scatter: buffers overlap other than in place
 };
 const char* verdictName(Verdict v);
 
 struct CallShape {
-  size_t count = 0;
+  size_t count = 0;  // reduce-scatter: the whole tensor (recvcount x nranks)
   int ncclDtype = 0;
   int ncclOp = 0;
+  algo::Collective coll = algo::Collective::AllReduce;
 };
 
 // Static part of the decision (everything except group/capture/memory, which
 // the interposer checks). *rule is -1 for the defaults, else the rule index.
 Verdict decide(const Policy& policy, const CommIdentity& comm, const CallShape& call, int* rule);
+
+// ncclReduceScatter: the algorithm a call that decide() compresses under
+// `rule` runs (GRADCOMP_RS_ALGO, else the rule's or default algorithm), or
+// "" when it passes through (*why: Off or NoRsForm).
+std::string reduceScatterAlgo(const Policy& policy, int rule, Verdict* why);
 
 // Algorithm parameters of `rule` (-1: the defaults): the file's [params],
 // then the rule's, each only where the environment does not set the

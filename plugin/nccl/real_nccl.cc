@@ -53,6 +53,7 @@ const RealNccl& real() {
     RealNccl t;
     bind(handle, "ncclAllReduce", &t.allReduce);
     bind(handle, "ncclAllGather", &t.allGather);
+    bind(handle, "ncclReduceScatter", &t.reduceScatter);
     bind(handle, "ncclCommInitRank", &t.commInitRank);
     bind(handle, "ncclCommInitRankConfig", &t.commInitRankConfig);
     bind(handle, "ncclCommInitRankScalable", &t.commInitRankScalable);

@@ -143,18 +143,26 @@ std::vector<std::string> autoStatsLines(const CommState& st) {
 std::string statsLine(const CommState& st, const char* how) {
   const CommStats& s = st.stats;
   double life = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.created).count();
-  char line[768];
+  char rsPart[160] = "";
+  if (s.reduceScatter.compressedCalls + s.reduceScatter.passedCalls > 0)
+    snprintf(rsPart, sizeof rsPart,
+             "; of these, reduce-scatter: %llu compressed (%.3f MiB -> %.3f MiB), %llu passed",
+             (unsigned long long)s.reduceScatter.compressedCalls,
+             s.reduceScatter.compressedLogicalBytes / 1048576.0,
+             s.reduceScatter.wireBytes / 1048576.0,
+             (unsigned long long)s.reduceScatter.passedCalls);
+  char line[1024];
   snprintf(line, sizeof line,
            "stats comm #%llu%s%s rank %d/%d (%s): %llu calls compressed, %llu passed through; "
            "compressed %.3f MiB logical -> %.3f MiB wire (ratio %.2fx), %.3f s in compressed "
            "calls (%.3f s waiting on peers), %.3f s wiring; passed through %.3f MiB; "
-           "lifetime %.1f s%s%s",
+           "lifetime %.1f s%s%s%s",
            (unsigned long long)st.id.index, st.id.name.empty() ? "" : " ", st.id.name.c_str(),
            st.rank, st.id.nranks, how, (unsigned long long)s.compressedCalls,
            (unsigned long long)s.passedCalls, s.compressedLogicalBytes / 1048576.0,
            s.wireBytes / 1048576.0, ratio(s.compressedLogicalBytes, s.wireBytes),
            s.compressedSeconds, s.compressedWaitSeconds, s.wiringSeconds, s.passedBytes / 1048576.0, life,
-           st.disabledWhy.empty() ? "" : "; compression disabled: ", st.disabledWhy.c_str());
+           rsPart, st.disabledWhy.empty() ? "" : "; compression disabled: ", st.disabledWhy.c_str());
   return line;
 }
 
@@ -174,7 +182,13 @@ std::string statsJson(const CommState& st) {
      << ", \"ratio\": " << ratio(s.compressedLogicalBytes, s.wireBytes)
      << ", \"passed_bytes\": " << s.passedBytes << ", \"compressed_seconds\": " << s.compressedSeconds
      << ", \"compressed_comm_seconds\": " << s.compressedWaitSeconds
-     << ", \"wiring_seconds\": " << s.wiringSeconds << ", \"pass_reasons\": {";
+     << ", \"wiring_seconds\": " << s.wiringSeconds
+     << ", \"reduce_scatter\": {\"calls_compressed\": " << s.reduceScatter.compressedCalls
+     << ", \"calls_passed\": " << s.reduceScatter.passedCalls
+     << ", \"logical_bytes\": " << s.reduceScatter.compressedLogicalBytes
+     << ", \"wire_bytes\": " << s.reduceScatter.wireBytes
+     << ", \"passed_bytes\": " << s.reduceScatter.passedBytes << "}"
+     << ", \"pass_reasons\": {";
   const char* sep = "";
   for (const auto& [reason, n] : s.passReasons) {
     os << sep << jsonString(reason) << ": " << n;
@@ -186,7 +200,8 @@ std::string statsJson(const CommState& st) {
     // Wire bits this rank sent per logical element (dense f32 ring: ~2*32*(P-1)/P).
     double elements = double(b.count) * double(b.calls);
     double bits = elements > 0 ? 8.0 * double(b.bytesOut) / elements : 0;
-    os << sep << "{\"key\": \"0x" << std::hex << key << std::dec << "\", \"count\": " << b.count
+    os << sep << "{\"key\": \"0x" << std::hex << key << std::dec << "\", \"collective\": \""
+       << (b.reduceScatter ? "reducescatter" : "allreduce") << "\", \"count\": " << b.count
        << ", \"calls\": " << b.calls << ", \"bytes_in\": " << b.bytesIn
        << ", \"bytes_out\": " << b.bytesOut
        << ", \"wire_fraction\": " << (b.bytesIn ? double(b.bytesOut) / double(b.bytesIn) : 0)

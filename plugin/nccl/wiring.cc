@@ -203,9 +203,31 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
   return Status::Ok();
 }
 
+Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
+                               RuleRuntime** out) {
+  auto it = state.rsRuntimes.find(rule);
+  if (it != state.rsRuntimes.end()) {
+    *out = &it->second;
+    return Status::Ok();
+  }
+  RuleRuntime rt;
+  Verdict why = Verdict::Off;
+  rt.algoName = reduceScatterAlgo(policy, rule, &why);
+  const algo::AlgorithmInfo* info = algo::findAlgorithm(rt.algoName);
+  GC_REQUIRE(info && info->reduceScatterReference, Err::Internal,
+             "reduce-scatter runtime for rule %d: no algorithm (%s)", rule, verdictName(why));
+  GC_CHECK(algorithmOverrides(policy, rule, &rt.config));
+  rt.algorithm = info->create();
+  if (state.topology.hierarchical)
+    GC_INFO(ALGO, "reduce-scatter by %s runs flat over all ranks", info->name.c_str());
+  *out = &state.rsRuntimes.emplace(rule, std::move(rt)).first->second;
+  return Status::Ok();
+}
+
 void unwireCommunicator(CommState& state) {
   if (!state.runtimes.empty()) state.autoFinal = autoReports(state);
   state.runtimes.clear();
+  state.rsRuntimes.clear();
   state.errorFeedback.reset();
   state.net.reset();
   state.closed = true;

@@ -23,6 +23,12 @@ Status wireCommunicator(const Policy& policy, CommState& state);
 // The algorithm instance for `rule` (-1: defaults), created on first use.
 Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime** out);
 
+// ncclReduceScatter's algorithm instance for `rule` (reduceScatterAlgo;
+// the caller checked decide() compresses), created on first use. It runs
+// flat over all ranks: the hierarchical schedule has no reduce-scatter form.
+Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
+                               RuleRuntime** out);
+
 // Closes the transport (destroy/abort).
 void unwireCommunicator(CommState& state);
 

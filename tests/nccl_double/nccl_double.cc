@@ -258,6 +258,32 @@ DOUBLE_API ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, siz
   return ncclSuccess;
 }
 
+// Real sums for float32 (sum, avg) in NCCL's layout: rank r gets elements
+// [r * recvcount, (r + 1) * recvcount) of the reduction; other types get
+// their own input slice (the tests only check the arguments there).
+DOUBLE_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t) {
+  record("ncclReduceScatter");
+  const size_t esz = dtypeSize(dtype), bytes = recvcount * esz * size_t(comm->nranks);
+  std::vector<char> all(bytes * size_t(comm->nranks));
+  ncclResult_t rc = fileAllGather(comm, sendbuff, bytes, all.data());
+  if (rc != ncclSuccess) return rc;
+  const size_t first = size_t(comm->rank) * recvcount;
+  if (dtype == ncclFloat32 && (op == ncclSum || op == ncclAvg)) {
+    float* out = static_cast<float*>(recvbuff);
+    for (size_t i = 0; i < recvcount; ++i) {
+      double s = 0;
+      for (int r = 0; r < comm->nranks; ++r)
+        s += reinterpret_cast<const float*>(&all[size_t(r) * bytes])[first + i];
+      out[i] = float(op == ncclAvg ? s / comm->nranks : s);
+    }
+  } else {
+    memmove(recvbuff, &all[size_t(comm->rank) * bytes + first * esz], recvcount * esz);
+  }
+  return ncclSuccess;
+}
+
 WEAK_ALIAS(ncclGetVersion) ncclResult_t ncclGetVersion(int*);
 WEAK_ALIAS(ncclGetUniqueId) ncclResult_t ncclGetUniqueId(ncclUniqueId*);
 WEAK_ALIAS(ncclCommInitRank) ncclResult_t ncclCommInitRank(ncclComm_t*, int, ncclUniqueId, int);
@@ -279,4 +305,5 @@ WEAK_ALIAS(ncclMemFree) ncclResult_t ncclMemFree(void*);
 WEAK_ALIAS(ncclGroupStart) ncclResult_t ncclGroupStart();
 WEAK_ALIAS(ncclGroupEnd) ncclResult_t ncclGroupEnd();
 WEAK_ALIAS(ncclAllGather) ncclResult_t ncclAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+WEAK_ALIAS(ncclReduceScatter) ncclResult_t ncclReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 WEAK_ALIAS(ncclAllReduce) ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
