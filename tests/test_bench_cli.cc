@@ -147,7 +147,7 @@ std::vector<JsonRow> parseRows(const std::string& text) {
   return rows;
 }
 
-const char* kFields[] = {"size_bytes", "count",      "dtype",          "op",
+const char* kFields[] = {"coll", "size_bytes", "count",      "dtype",          "op",
                          "algo",       "ranks",      "time_us",        "algbw_gbps",
                          "busbw_gbps", "wire_bytes_max", "wire_bytes_mean", "ratio",
                          "rel_err",    "wrong",      "backend",        "d2h_bytes",
@@ -210,6 +210,9 @@ TEST_CASE("gradcomp-bench rejects bad input with exit 2 and one line naming the 
       {{"-b", "1M", "-e", "1K"}, {}, {"-b", "-e"}},
       {{"--param", "NOPE=1"}, {}, {"--param", "NOPE"}},
       {{"--algo", "dense", "--density", "0.1"}, {}, {"--density", "dense", "--param"}},
+      {{"--coll", "gather"}, {}, {"--coll", "gather", "reducescatter"}},
+      {{"--algo", "wagma", "--coll", "reducescatter"}, {},
+       {"--coll", "wagma", "no reduce-scatter form", "dense"}},
       {{"--ranks", "2", "-b", "1K", "-e", "1K"}, {{"GRADCOMP_TIMEOUT_S", "abc"}},
        {"GRADCOMP_TIMEOUT_S", "abc", "0.05..86400"}},
   };
@@ -568,4 +571,30 @@ TEST_CASE("gradcomp-bench ranks started with different sizes all fail at once na
                           Catch::Contains(" called allreduce #0 with count ") &&
                           (Catch::Contains("with count 262144 float sum, rank ") ||
                            Catch::Contains("with count 524288 float sum, rank ")));
+}
+
+TEST_CASE("gradcomp-bench --coll reducescatter: nccl-tests' columns, exact sums, (P-1)/P on the wire",
+          "[bench][mp]") {
+  const Result r = runBench({"--ranks", "3", "--coll", "reducescatter", "--algo", "dense",
+                             "--input", "integer", "-b", "96K", "-e", "384K", "-f", "4", "-n", "3",
+                             "-w", "1", "-J", "rs.json"},
+                            {}, 240);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(contains(r.out, "# gradcomp-bench: reducescatter, algo dense, ranks 3"));
+  CHECK(contains(r.out, "# Wrong values         : 0 OK"));
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/rs.json"));
+  REQUIRE(rows.size() == 2);  // 96K, 384K: whole inputs, 3 equal shards
+  for (const JsonRow& row : rows) {
+    const double size = num(row, "size_bytes");
+    CHECK(row.at("coll") == "reducescatter");
+    CHECK(num(row, "count") == size / 4 / 3);  // the recvcount, as reduce_scatter_perf
+    CHECK(num(row, "wrong") == 0);
+    CHECK(num(row, "rel_err") == 0.0);  // integer inputs: exact
+    // The ring reduce-scatter sends P-1 of P shards, on every rank.
+    CHECK(num(row, "wire_bytes_max") == size * 2 / 3);
+    CHECK(num(row, "wire_bytes_mean") == size * 2 / 3);
+    CHECK(num(row, "ratio") == Approx(1.0));
+    CHECK(num(row, "busbw_gbps") == Approx(num(row, "algbw_gbps") * 2.0 / 3.0));
+  }
 }

@@ -99,6 +99,18 @@ GC_API gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, 
                               gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey,
                               gcComm_t comm);
 
+/* Reduce-scatter in NCCL's layout: sendbuf holds recvcount x gcCommSize
+ * elements, rank r's recvbuf gets elements [r*recvcount, (r+1)*recvcount)
+ * of the reduction (config's algorithm must have a reduce-scatter form,
+ * else gcUnsupported; NULL: dense). In place when recvbuf = sendbuf +
+ * r*recvcount elements; any other overlap is gcInvalidArgument. Error
+ * feedback keeps a residual of the whole input per bufferKey (0: per
+ * sendbuf address). Collective: every rank calls with the same recvcount,
+ * dtype, op, config and bufferKey. */
+GC_API gcResult_t gcReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                  gcDataType_t dtype, gcRedOp_t op, gcAlgoConfig_t config,
+                                  uint64_t bufferKey, gcComm_t comm);
+
 /* The algorithm comm's last successful gcAllreduce ran: the configured one,
  * or for "auto" the candidate it chose (e.g. "qsgd:BITS=4"; "dense(flush)"
  * for the dense call that sent and cleared a compressor's error-feedback

@@ -123,22 +123,34 @@ bool knownDtype(int t) {
          t == gcBfloat16;
 }
 
-Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, int op,
-                 gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm) {
-  GC_REQUIRE(comm, Err::InvalidArgument, "gcAllreduce: comm is NULL");
+// gcAllreduce and gcReduceScatter (count: the whole input, recvcount x P).
+Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, size_t count,
+                  int dtype, int op, gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm) {
+  const bool rs = coll == algo::Collective::ReduceScatter;
+  const char* fn = rs ? "gcReduceScatter" : "gcAllreduce";
+  GC_REQUIRE(comm, Err::InvalidArgument, "%s: comm is NULL", fn);
   GC_REQUIRE(knownDtype(dtype), Err::InvalidArgument,
-             "gcAllreduce: dtype %d is invalid: expected gcInt32 (2), gcInt64 (4), gcFloat16 (6), "
+             "%s: dtype %d is invalid: expected gcInt32 (2), gcInt64 (4), gcFloat16 (6), "
              "gcFloat32 (7), gcFloat64 (8) or gcBfloat16 (9)",
-             dtype);
+             fn, dtype);
   GC_REQUIRE(op == gcSum || op == gcAvg, Err::InvalidArgument,
-             "gcAllreduce: op %d is invalid: expected gcSum (0) or gcAvg (4)", op);
+             "%s: op %d is invalid: expected gcSum (0) or gcAvg (4)", fn, op);
   const size_t esz = dtypeSize(DataType(dtype));
   GC_REQUIRE(count <= std::numeric_limits<size_t>::max() / esz, Err::InvalidArgument,
-             "gcAllreduce: count %zu of %s overflows the byte size", count,
+             "%s: count %zu of %s overflows the byte size", fn, count,
              dtypeName(DataType(dtype)));
   GC_REQUIRE(count == 0 || (sendbuf && recvbuf), Err::InvalidArgument,
-             "gcAllreduce: %s is NULL with count %zu", sendbuf ? "recvbuf" : "sendbuf", count);
-  if (count && sendbuf != recvbuf) {
+             "%s: %s is NULL with count %zu", fn, sendbuf ? "recvbuf" : "sendbuf", count);
+  GC_REQUIRE(comm->net, Err::InvalidArgument, "%s: comm is not initialized", fn);
+  if (rs) {
+    // recvcount is what the caller passed; the overlap rule is NCCL's.
+    algo::AllreduceArgs shape;
+    shape.sendBuf = sendbuf, shape.recvBuf = recvbuf, shape.count = count;
+    shape.dtype = DataType(dtype);
+    Status layout = algo::checkReduceScatterArgs(shape, comm->net->size(), comm->net->rank());
+    GC_REQUIRE(layout.ok(), Err::InvalidArgument, "gcReduceScatter: %s",
+               layout.message().c_str() + std::strlen("reduce-scatter: "));
+  } else if (count && sendbuf != recvbuf) {
     const auto* s = static_cast<const char*>(sendbuf);
     const auto* r = static_cast<const char*>(recvbuf);
     const size_t bytes = count * esz;
@@ -146,7 +158,6 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
                "gcAllreduce: sendbuf and recvbuf overlap without being equal (%zu bytes each)",
                bytes);
   }
-  GC_REQUIRE(comm->net, Err::InvalidArgument, "gcAllreduce: comm is not initialized");
 
   static const gcAlgoConfig kDense = [] {
     gcAlgoConfig c;
@@ -154,9 +165,16 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
     return c;
   }();
   const gcAlgoConfig& cfg = config ? *config : kDense;  // NULL: dense, environment defaults
-  GC_REQUIRE(cfg.info, Err::Internal, "gcAllreduce: algorithm 'dense' is not registered");
-  std::unique_ptr<algo::Algorithm>& instance = comm->algorithms[cfg.info->name];
-  if (!instance) {
+  GC_REQUIRE(cfg.info, Err::Internal, "%s: algorithm 'dense' is not registered", fn);
+  GC_REQUIRE(!rs || cfg.info->reduceScatterReference, Err::Unsupported,
+             "gcReduceScatter: algorithm '%s' has no reduce-scatter form", cfg.info->name.c_str());
+  // A reduce-scatter runs its own instance, flat over all ranks (the
+  // hierarchical schedule has no reduce-scatter form).
+  std::unique_ptr<algo::Algorithm>& instance =
+      comm->algorithms[rs ? cfg.info->name + "/reducescatter" : cfg.info->name];
+  if (!instance && rs) {
+    instance = cfg.info->create();
+  } else if (!instance) {
     instance = cfg.info->create();
     if (comm->topology.hierarchical && algo::hierarchy::supportsHierarchy(*cfg.info))
       instance = algo::hierarchy::makeHierarchical(std::move(instance), comm->topology.hostRanks);
@@ -172,12 +190,13 @@ Status allreduce(const void* sendbuf, void* recvbuf, size_t count, int dtype, in
   args.dtype = DataType(dtype);
   args.op = RedOp(op);
   args.bufferKey = bufferKey;  // 0: keyed by shape, residuals by recvbuf (algorithm.h)
+  args.coll = coll;
   algo::Context ctx{*comm->net, *comm->dev, cfg.overrides, comm->callSeq++};
   comm->net->setActivity(cfg.info->name.c_str());
   // The call's GRADCOMP_EF (config override, else registry) decides.
   GC_CHECK(algo::ErrorFeedbackStore::forCall(comm->errorFeedback.get(), cfg.overrides,
                                              &ctx.errorFeedback));
-  GC_TRACE(ALGO, "gcAllreduce #%llu: %s, %zu x %s, %s", (unsigned long long)ctx.callSeq,
+  GC_TRACE(ALGO, "%s #%llu: %s, %zu x %s, %s", fn, (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
   // As the CUDA executor runs it: prepared and reserved on the calling
   // thread, then run with the backend parked (algorithms/call_budget.h),
@@ -254,8 +273,23 @@ const char* gcAlgorithmNames(void) {
 gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, gcDataType_t dtype,
                        gcRedOp_t op, gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm) {
   return guard("gcAllreduce", [&] {
-    return gradcomp::api::allreduce(sendbuf, recvbuf, count, int(dtype), int(op), config,
-                                    bufferKey, comm);
+    return gradcomp::api::collective(gradcomp::algo::Collective::AllReduce, sendbuf, recvbuf,
+                                     count, int(dtype), int(op), config, bufferKey, comm);
+  });
+}
+
+gcResult_t gcReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                           gcDataType_t dtype, gcRedOp_t op, gcAlgoConfig_t config,
+                           uint64_t bufferKey, gcComm_t comm) {
+  return guard("gcReduceScatter", [&]() -> gradcomp::Status {
+    GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument,
+               "gcReduceScatter: comm is NULL or not initialized");
+    const size_t P = size_t(comm->net->size());
+    GC_REQUIRE(recvcount <= std::numeric_limits<size_t>::max() / P,
+               gradcomp::Err::InvalidArgument,
+               "gcReduceScatter: recvcount %zu x %zu ranks overflows", recvcount, P);
+    return gradcomp::api::collective(gradcomp::algo::Collective::ReduceScatter, sendbuf, recvbuf,
+                                     recvcount * P, int(dtype), int(op), config, bufferKey, comm);
   });
 }
 

@@ -30,9 +30,11 @@ Status roundTo(DataType type, double* values, size_t n) {
 }  // namespace
 
 Checker::Checker(const algo::AlgorithmInfo& info, int nranks,
-                 std::vector<std::vector<int>> hostRanks)
+                 std::vector<std::vector<int>> hostRanks, algo::Collective coll)
     : nranks_(nranks) {
-  if (!hostRanks.empty())
+  if (coll == algo::Collective::ReduceScatter) {
+    if (info.reduceScatterReference) reference_ = info.reduceScatterReference(nranks);
+  } else if (!hostRanks.empty())
     reference_ = algo::hierarchy::makeHierarchicalReference(info, std::move(hostRanks));
   else if (info.reference)
     reference_ = info.reference(nranks);
@@ -44,7 +46,7 @@ Status Checker::configure(const param::Overrides& config) {
 }
 
 Status Checker::checkCall(const std::vector<const void*>& inputs, const algo::AllreduceArgs& args,
-                          const void* out, CallCheck* result) {
+                          const void* out, int rank, CallCheck* result) {
   GC_REQUIRE(int(inputs.size()) == nranks_, Err::Internal, "checker got %zu inputs for %d ranks",
              inputs.size(), nranks_);
   if (reference_) {
@@ -56,13 +58,17 @@ Status Checker::checkCall(const std::vector<const void*>& inputs, const algo::Al
   double outChunk[kChunk], exact[kChunk], term[kChunk], rounded[kChunk];
   double errNorm2 = 0, exactNorm2 = 0;
   uint64_t wrong = 0;
-  for (size_t base = 0; base < args.count; base += kChunk) {
-    const size_t n = std::min(kChunk, args.count - base);
+  // This rank's part of the reduction: all of it, or a reduce-scatter's shard.
+  const bool rs = args.coll == algo::Collective::ReduceScatter;
+  const size_t outCount = rs ? args.count / size_t(nranks_) : args.count;
+  const size_t first = rs ? size_t(rank) * outCount : 0;
+  for (size_t base = 0; base < outCount; base += kChunk) {
+    const size_t n = std::min(kChunk, outCount - base);
     GC_CHECK(widen(out, args.dtype, base, n, outChunk));
     // Exact result in fp64 from the dtype-rounded inputs, summed in rank order.
     std::fill(exact, exact + n, 0.0);
     for (const void* in : inputs) {
-      GC_CHECK(widen(in, args.dtype, base, n, term));
+      GC_CHECK(widen(in, args.dtype, first + base, n, term));
       for (size_t j = 0; j < n; ++j) exact[j] += term[j];
     }
     if (args.op == RedOp::Avg)
@@ -75,11 +81,12 @@ Status Checker::checkCall(const std::vector<const void*>& inputs, const algo::Al
     if (!reference_) continue;
     // Right when within the tolerance, or equal to the expected value rounded
     // to the dtype (tolerance 0 means bit-exact after that rounding).
-    std::copy(expected_.begin() + base, expected_.begin() + base + n, rounded);
+    const size_t at = first + base;
+    std::copy(expected_.begin() + at, expected_.begin() + at + n, rounded);
     GC_CHECK(roundTo(args.dtype, rounded, n));
     for (size_t j = 0; j < n; ++j) {
-      const double o = outChunk[j], e = expected_[base + j];
-      const bool right = o == rounded[j] || std::fabs(o - e) <= tolerance_[base + j] ||
+      const double o = outChunk[j], e = expected_[at + j];
+      const bool right = o == rounded[j] || std::fabs(o - e) <= tolerance_[at + j] ||
                          (std::isnan(o) && std::isnan(e));
       wrong += right ? 0 : 1;
     }

@@ -32,7 +32,8 @@ class Checker {
   // (the ranks of each host) non-empty: the algorithm ran the hierarchical
   // schedule on these hosts, and so does the reference (hierarchy/hierarchical.h).
   Checker(const algo::AlgorithmInfo& info, int nranks,
-          std::vector<std::vector<int>> hostRanks = {});
+          std::vector<std::vector<int>> hostRanks = {},
+          algo::Collective coll = algo::Collective::AllReduce);
   // Hands the run's algorithm parameters (bench flags) to the reference, so it
   // computes the semantics of the configuration the algorithm actually ran.
   Status configure(const param::Overrides& config);
@@ -46,9 +47,10 @@ class Checker {
   }
 
   // inputs[r]: rank r's input of this call (args.dtype, args.count elements);
-  // out: this rank's result. Feeds the reference (one call of the sequence).
+  // out: this rank's result (a reduce-scatter's: elements [rank * recvcount,
+  // ...) of the reduction). Feeds the reference (one call of the sequence).
   Status checkCall(const std::vector<const void*>& inputs, const algo::AllreduceArgs& args,
-                   const void* out, CallCheck* result);
+                   const void* out, int rank, CallCheck* result);
 
  private:
   int nranks_;

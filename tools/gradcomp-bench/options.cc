@@ -42,6 +42,13 @@ const char* longForShort(char c) {
   return nullptr;
 }
 
+std::string reduceScatterAlgos() {
+  std::string names;
+  for (const algo::AlgorithmInfo* a : algo::listAlgorithms())
+    if (a->reduceScatterReference) names += (names.empty() ? "" : ", ") + a->name;
+  return names;
+}
+
 Status bad(const RawFlag& f, const char* accepted) {
   return makeStatus(Err::InvalidArgument, "%s='%s' is invalid: expected %s", f.spelled.c_str(),
                     f.value.c_str(), accepted);
@@ -170,6 +177,15 @@ Status apply(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
     return parseRedOp(f.value, f.spelled, &out->op);
   } else if (n == "algo") {
     return Status::Ok();  // applied before the other flags
+  } else if (n == "coll") {
+    if (f.value != "allreduce" && f.value != "reducescatter")
+      return bad(f, "allreduce or reducescatter");
+    out->coll = f.value == "reducescatter" ? algo::Collective::ReduceScatter
+                                           : algo::Collective::AllReduce;
+    GC_REQUIRE(out->coll == algo::Collective::AllReduce || info.reduceScatterReference,
+               Err::InvalidArgument,
+               "--coll reducescatter: --algo %s has no reduce-scatter form (those with one: %s)",
+               info.name.c_str(), reduceScatterAlgos().c_str());
   } else if (n == "ranks") {
     GC_CHECK(parseInt(f, 1, kMaxRanks, &v));
     out->ranks = int(v);
@@ -227,8 +243,9 @@ Status parseOptions(int argc, char** argv, Options* out) {
   return Status::Ok();
 }
 
-std::vector<uint64_t> benchSizes(const Options& o) {
-  const uint64_t elem = dtypeSize(o.dtype);
+std::vector<uint64_t> benchSizes(const Options& o, int nranks) {
+  const uint64_t elem =
+      dtypeSize(o.dtype) * (o.coll == algo::Collective::ReduceScatter ? uint64_t(nranks) : 1);
   std::vector<uint64_t> sizes;
   for (uint64_t size = o.minBytes; size <= o.maxBytes;) {
     const uint64_t rounded = size - size % elem;
@@ -250,7 +267,8 @@ std::string usage() {
     params += "    " + info->name + ":" + (flags.empty() ? " (none)" : flags) + "\n";
   }
   return "NAME\n"
-         "  gradcomp-bench - allreduce benchmark of every gradcomp algorithm (nccl-tests flags)\n"
+         "  gradcomp-bench - allreduce and reduce-scatter benchmark of every gradcomp algorithm\n"
+         "  (nccl-tests flags)\n"
          "\n"
          "SYNOPSIS\n"
          "  gradcomp-bench --ranks N [OPTIONS]\n"
@@ -273,6 +291,9 @@ std::string usage() {
          "  -o, --op OP             sum or avg (default sum)\n"
          "  -J, --json FILE         also write the rows as a JSON array\n"
          "      --algo NAME         " + algo::algorithmNames() + " (default dense)\n"
+         "      --coll C            allreduce (default) or reducescatter: size is the whole\n"
+         "                          input, count each rank's recvcount (reduce_scatter_perf);\n"
+         "                          algorithms with the form: " + reduceScatterAlgos() + "\n"
          "      --algo auto         per call the candidate of --auto-candidates that a model\n"
          "                          calibrated at the first call predicts fastest; the algo\n"
          "                          column names the candidates the timed calls ran\n"

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "common/dtype.h"
 #include "common/status.h"
 #include "tools/gradcomp-bench/inputs.h"
@@ -25,6 +26,9 @@ struct Options {
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
   std::string algo = "dense";
+  // --coll: allreduce (default) or reducescatter (nccl-tests'
+  // reduce_scatter_perf: the size is the whole input, count the recvcount).
+  algo::Collective coll = algo::Collective::AllReduce;
   // Registry parameters for the algorithm: name without GRADCOMP_ prefix ->
   // text, already validated against the registry spec.
   using Params = std::vector<std::pair<std::string, std::string>>;
@@ -54,7 +58,8 @@ std::string usage();
 std::string paramFlag(const char* paramName);
 
 // The sizes a run visits: minBytes, minBytes*f, ... <= maxBytes, each rounded
-// down to a whole number of elements (as nccl-tests does).
-std::vector<uint64_t> benchSizes(const Options& options);
+// down to a whole number of elements (as nccl-tests does); for a
+// reduce-scatter over `nranks`, to a whole number of elements per rank.
+std::vector<uint64_t> benchSizes(const Options& options, int nranks = 1);
 
 }  // namespace gradcomp::bench

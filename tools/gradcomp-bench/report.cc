@@ -62,7 +62,7 @@ std::string Row::algoText(const std::string& algo) const {
 double Row::algbwGBps() const { return timeUs > 0 ? double(sizeBytes) / timeUs / 1e3 : 0.0; }
 
 double Row::busbwGBps() const {
-  return ranks > 1 ? algbwGBps() * 2.0 * (ranks - 1) / ranks : 0.0;
+  return ranks > 1 ? algbwGBps() * (reduceScatter ? 1.0 : 2.0) * (ranks - 1) / ranks : 0.0;
 }
 
 double ringWireBytes(uint64_t count, size_t elemSize, int nranks) {
@@ -76,9 +76,9 @@ double ringWireBytes(uint64_t count, size_t elemSize, int nranks) {
 
 void printHeader(FILE* out, const Options& o, int nranks) {
   fprintf(out,
-          "# gradcomp-bench: algo %s, ranks %d, input %s, seed %llu, minBytes %llu maxBytes %llu "
+          "# gradcomp-bench: %s, algo %s, ranks %d, input %s, seed %llu, minBytes %llu maxBytes %llu "
           "step: %llu(factor) warmup iters: %d iters: %d validation: %d\n",
-          o.algo.c_str(), nranks, inputName(o.input), static_cast<unsigned long long>(o.seed),
+          algo::collectiveName(o.coll), o.algo.c_str(), nranks, inputName(o.input), static_cast<unsigned long long>(o.seed),
           static_cast<unsigned long long>(o.minBytes), static_cast<unsigned long long>(o.maxBytes),
           static_cast<unsigned long long>(o.stepFactor), o.warmupIters, o.iters, o.check ? 1 : 0);
   fprintf(out, "# algorithm parameters:%s\n", paramsText(o).c_str());
@@ -133,15 +133,16 @@ Status writeJson(const std::string& path, const Options& o, const std::vector<Ro
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     fprintf(f,
-            "  {\"size_bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": \"%s\", "
+            "  {\"coll\": \"%s\", \"size_bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": \"%s\", "
             "\"algo\": \"%s\", \"ranks\": %d, \"time_us\": %s, \"algbw_gbps\": %s, "
             "\"busbw_gbps\": %s, \"wire_bytes_max\": %s, \"wire_bytes_mean\": %s, \"ratio\": %s, "
             "\"rel_err\": %s, \"wrong\": %s, \"backend\": \"%s\", \"d2h_bytes\": %s, "
             "\"h2d_bytes\": %s, \"host_syncs\": %s, \"choice\": \"%s\", \"choices\": \"%s\", "
             "\"hosts\": %d, \"hierarchy\": \"%s\", \"inter_host_bytes_max\": %s, "
             "\"inter_host_bytes_mean\": %s}%s\n",
-            static_cast<unsigned long long>(r.sizeBytes), static_cast<unsigned long long>(r.count),
-            dtypeName(o.dtype), redOpName(o.op), o.algo.c_str(), r.ranks,
+            algo::collectiveName(o.coll), static_cast<unsigned long long>(r.sizeBytes),
+            static_cast<unsigned long long>(r.count), dtypeName(o.dtype), redOpName(o.op),
+            o.algo.c_str(), r.ranks,
             jsonNumber(r.timeUs).c_str(), jsonNumber(r.algbwGBps()).c_str(),
             jsonNumber(r.busbwGBps()).c_str(), jsonNumber(r.wireMax).c_str(),
             jsonNumber(r.wireMean).c_str(), r.haveRatio() ? jsonNumber(r.ratio()).c_str() : "null",

@@ -26,6 +26,7 @@ struct Row {
   double interHostMean = 0; // the same, mean over ranks
   int hosts = 1;            // hosts of the communicator's topology
   bool hierarchical = false;  // the algorithm ran the hierarchical schedule
+  bool reduceScatter = false;  // --coll reducescatter: count is the recvcount
   double d2hMax = 0;        // backend device -> host bytes per call, max over ranks
   double h2dMax = 0;        // backend host -> device bytes per call, max over ranks
   double syncsMax = 0;      // backend host synchronizations per call, max over ranks
@@ -38,7 +39,8 @@ struct Row {
   std::map<std::string, uint64_t> choices;
 
   double algbwGBps() const;
-  double busbwGBps() const;  // algbw * 2(P-1)/P on the uncompressed bytes
+  // algbw * 2(P-1)/P on the uncompressed bytes; reduce-scatter: (P-1)/P.
+  double busbwGBps() const;
   bool haveRatio() const { return wireMax > 0; }
   double ratio() const { return ringBytes / wireMax; }
   // The algo column: --algo, or for auto the choices, most frequent first

@@ -122,7 +122,10 @@ struct Local {
 // and results out through host copies outside the timed region.
 Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   const Options& o = job.o;
+  const bool rs = o.coll == algo::Collective::ReduceScatter;
   const size_t bytes = count * dtypeSize(o.dtype);
+  // A reduce-scatter's output is this rank's recvcount elements.
+  const size_t outBytes = rs ? bytes / size_t(job.nranks) : bytes;
   // Inputs of the current call: every rank's with -c 1, else only this rank's
   // (freed when the size is done).
   const int held = o.check ? job.nranks : 1;
@@ -130,15 +133,15 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   std::vector<const void*> ptrs;
   for (const auto& buf : inputs) ptrs.push_back(buf.data());
   char* send = inputs[o.check ? job.rank : 0].data();
-  std::vector<char> recv(bytes);
-  DeviceBuf dSend(job.comm, bytes), dRecv(job.comm, bytes);
+  std::vector<char> recv(outBytes);
+  DeviceBuf dSend(job.comm, bytes), dRecv(job.comm, outBytes);
   GC_CHECK(dSend.alloc());
   GC_CHECK(dRecv.alloc());
   Config cfg;
   GC_CHECK(makeConfig(o.algo, &o.params, &cfg));
   std::unique_ptr<Checker> checker;
   if (o.check) {
-    checker = std::make_unique<Checker>(job.info, job.nranks, job.hostRanks);
+    checker = std::make_unique<Checker>(job.info, job.nranks, job.hostRanks, o.coll);
     param::Overrides overrides;
     for (const auto& [name, value] : o.params) GC_CHECK(overrides.set(name, value, "--" + name));
     GC_CHECK(checker->configure(overrides));
@@ -150,6 +153,7 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   args.dtype = o.dtype;
   args.op = o.op;
   args.bufferKey = sizeKey(sizeIndex);
+  args.coll = o.coll;
 
   double totalUs = 0, totalWire = 0, totalD2h = 0, totalH2d = 0, totalSyncs = 0, totalInter = 0;
   for (int c = 0; c < o.warmupIters + o.iters; ++c) {
@@ -167,8 +171,12 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
       GC_CHECK(api(gcCommResetTraffic(job.comm)));
     }
     const auto t0 = std::chrono::steady_clock::now();
-    GC_CHECK(api(gcAllreduce(dSend.p, dRecv.p, count, gcType(o.dtype), gcOp(o.op), cfg.c,
-                             args.bufferKey, job.comm)));
+    if (rs)
+      GC_CHECK(api(gcReduceScatter(dSend.p, dRecv.p, count / size_t(job.nranks), gcType(o.dtype),
+                                   gcOp(o.op), cfg.c, args.bufferKey, job.comm)));
+    else
+      GC_CHECK(api(gcAllreduce(dSend.p, dRecv.p, count, gcType(o.dtype), gcOp(o.op), cfg.c,
+                               args.bufferKey, job.comm)));
     const auto t1 = std::chrono::steady_clock::now();
     if (timed) {
       gcTraffic_t traffic{}, inter{};
@@ -191,10 +199,10 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
       for (unsigned char ch : label + ";") local->choiceDigest = (local->choiceDigest ^ ch) * 16777619u;
     }
     if (checker) {
-      GC_CHECK(api(gcMemcpyToHost(job.comm, recv.data(), dRecv.p, bytes)));
+      GC_CHECK(api(gcMemcpyToHost(job.comm, recv.data(), dRecv.p, outBytes)));
       CallCheck result;
       GC_CHECK(checker->recordChoice(label));
-      GC_CHECK(checker->checkCall(ptrs, args, recv.data(), &result));
+      GC_CHECK(checker->checkCall(ptrs, args, recv.data(), job.rank, &result));
       // #wrong counts every call (the reference follows the whole sequence);
       // relerr describes the row's timed calls, like its time and choices.
       local->wrong += result.wrong;
@@ -264,7 +272,9 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   const int rank = gcCommRank(comm.c), nranks = gcCommSize(comm.c);
   gcTopology_t topo{};
   GC_CHECK(api(gcCommGetTopology(comm.c, &topo)));
-  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
+  // A reduce-scatter runs flat (the hierarchical schedule has no such form).
+  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info) &&
+                            o.coll == algo::Collective::AllReduce;
   std::vector<std::vector<int>> hostRanks;
   if (hierarchical) {
     hostRanks.resize(size_t(topo.hosts));
@@ -272,22 +282,28 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   }
   const Job job{o,  comm.c, rank, nranks, dense.c, InputSpec{o.input, o.seed, nranks}, *info,
                 hostRanks};
+  const bool rs = o.coll == algo::Collective::ReduceScatter;
+  GC_REQUIRE(!rs || info->reduceScatterReference, Err::InvalidArgument,
+             "--coll reducescatter: --algo %s has no reduce-scatter form", o.algo.c_str());
   if (o.check && !info->reference && rank == 0)
     GC_WARN("algorithm %s has no reference: #wrong is N/A, relerr is still checked",
             o.algo.c_str());
 
   if (rank == 0) printHeader(stdout, o, nranks);
   std::vector<Row> rows;
-  const std::vector<uint64_t> sizes = benchSizes(o);
+  const std::vector<uint64_t> sizes = benchSizes(o, nranks);
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t count = sizes[i] / dtypeSize(o.dtype);
     Local local;
     GC_CHECK(runSize(job, i, count, &local));
     Row row;
     row.sizeBytes = sizes[i];
-    row.count = count;
+    row.count = rs ? count / size_t(nranks) : count;
     row.ranks = nranks;
-    row.ringBytes = ringWireBytes(count, dtypeSize(o.dtype), nranks);
+    row.reduceScatter = rs;
+    // The dense ring reduce-scatter sends P-1 of its P equal chunks.
+    row.ringBytes = rs ? double(sizes[i]) * (nranks - 1) / nranks
+                       : ringWireBytes(count, dtypeSize(o.dtype), nranks);
     row.checked = o.check;
     row.hosts = topo.hosts;
     row.hierarchical = hierarchical;

@@ -148,7 +148,7 @@ Status replay(const std::string& dir, const Manifest& m, const algo::AlgorithmIn
                  "call %d: algo auto needs the call's CHOICE (call I KEY DTYPE OP COUNT CHOICE)",
                  c.index);
       GC_CHECK(checkers[size_t(r)]->recordChoice(c.choice));
-      GC_CHECK(checkers[size_t(r)]->checkCall(ptrs, args, outputs[size_t(r)].data(), &result));
+      GC_CHECK(checkers[size_t(r)]->checkCall(ptrs, args, outputs[size_t(r)].data(), r, &result));
       wrongCall += result.wrong;
       char buf[64];
       snprintf(buf, sizeof buf, "%s%llu", r ? " " : "", (unsigned long long)result.wrong);
