@@ -174,6 +174,11 @@ Status parseFlags(int argc, char** argv, Flags* out) {
       f.help = true;
       continue;
     }
+    if (a == "--sharded") {  // the one flag without a value
+      f.train.sharded = true;
+      f.rankArgs.push_back(a);
+      continue;
+    }
     GC_REQUIRE(a.size() > 1 && a[0] == '-', Err::InvalidArgument,
                "unexpected argument '%s' (every option is a flag; see --help)", a.c_str());
     const size_t eq = a.find('=');
@@ -214,7 +219,16 @@ Status parseFlags(int argc, char** argv, Flags* out) {
   GC_REQUIRE(f.train.period == 1 || f.train.average == AverageMode::Weights,
              Err::InvalidArgument, "--period %d needs --average weights (gradients are averaged every step)",
              f.train.period);
-  const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients;
+  GC_REQUIRE(!f.train.sharded || f.train.average == AverageMode::Gradients,
+             Err::InvalidArgument, "--sharded reduce-scatters gradients: it needs --average grads");
+  GC_REQUIRE(!f.train.sharded || info->reduceScatterReference, Err::InvalidArgument,
+             "--sharded: --algo %s has no reduce-scatter form (gradcomp-bench --help lists those "
+             "that have)", f.algo.c_str());
+  GC_REQUIRE(!f.train.sharded || f.momentumCorrection != "on", Err::InvalidArgument,
+             "--sharded with --momentum-correction on: the velocity would be reduce-scattered "
+             "whole but cleared only where this rank's shard is known; use off");
+  const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients &&
+                           !f.train.sharded;
   f.train.momentumCorrection =
       f.momentumCorrection == "on" ||
       (f.momentumCorrection == "auto" && correctable && correctsMomentumByDefault(f.algo));
@@ -261,6 +275,8 @@ std::string usage() {
          "  --average grads|weights  allreduce gradients every step (default) or the\n"
          "                       weights every --period steps (model averaging, local SGD)\n"
          "  --period T           steps between weight averages (with --average weights)\n"
+         "  --sharded            ZeRO-2 / FSDP style: reduce-scatter gradients per bucket,\n"
+         "                       each rank steps its shard, parameters allgathered dense\n"
          "  --straggle N:MS      each step N random ranks sleep MS ms before communicating\n"
          "  --op avg|sum         gcAvg (default) or gcSum then scale by 1/ranks\n"
          "  --seed N             weights, shuffles and stragglers (default 1)\n"

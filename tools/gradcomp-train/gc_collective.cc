@@ -5,6 +5,7 @@ namespace {
 
 // Metrics use their own key space, far above any bucket index.
 constexpr uint64_t kMetricsKey = uint64_t(1) << 40;
+constexpr uint64_t kGatherKey = kMetricsKey + 1;
 
 Err errFor(gcResult_t r) {
   switch (r) {
@@ -90,6 +91,35 @@ Status GcCollective::sumMetrics(double* values, size_t n) {
       "metrics allreduce"));
   GC_CHECK(totalSent(&after));
   metricsBytes_ += after - before;
+  return Status::Ok();
+}
+
+Status GcCollective::reduceScatterAverage(const float* data, size_t count, float* shard,
+                                          uint64_t key) {
+  const size_t recv = count / size_t(size_);
+  GC_CHECK(fromGcResult(gcReduceScatter(data, shard, recv, gcFloat32,
+                                        sumThenScale_ ? gcSum : gcAvg, algo_, key, comm_),
+                        "gcReduceScatter"));
+  if (sumThenScale_) {
+    const float scale = 1.0f / size_;
+    for (size_t i = 0; i < recv; ++i) shard[i] *= scale;
+  }
+  return Status::Ok();
+}
+
+// The C API has no allgather: a dense sum of zero-padded shards is one
+// (x + 0 is exact), at twice an allgather's bytes; they are not counted.
+Status GcCollective::allGather(const float* shard, size_t shardCount, float* out) {
+  gather_.assign(shardCount * size_t(size_), 0.0f);
+  std::copy(shard, shard + shardCount, gather_.begin() + size_t(rank_) * shardCount);
+  uint64_t before = 0, after = 0;
+  GC_CHECK(totalSent(&before));
+  GC_CHECK(fromGcResult(gcAllreduce(gather_.data(), gather_.data(), gather_.size(), gcFloat32,
+                                    gcSum, metrics_, kGatherKey, comm_),
+                        "parameter allgather"));
+  GC_CHECK(totalSent(&after));
+  metricsBytes_ += after - before;
+  std::copy(gather_.begin(), gather_.end(), out);
   return Status::Ok();
 }
 

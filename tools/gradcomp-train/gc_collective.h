@@ -29,6 +29,9 @@ class GcCollective final : public Collective {
   Status average(float* data, size_t count, uint64_t key) override;
   Status bytesSent(uint64_t* out) override;
   Status sumMetrics(double* values, size_t n) override;
+  Status reduceScatterAverage(const float* data, size_t count, float* shard,
+                              uint64_t key) override;
+  Status allGather(const float* shard, size_t shardCount, float* out) override;
 
  private:
   GcCollective() = default;
@@ -39,7 +42,8 @@ class GcCollective final : public Collective {
   gcAlgoConfig_t metrics_ = nullptr;  // "dense", exact
   bool sumThenScale_ = false;
   int rank_ = 0, size_ = 1;
-  uint64_t metricsBytes_ = 0;  // sent by sumMetrics(), subtracted from the total
+  uint64_t metricsBytes_ = 0;  // sent by sumMetrics() and allGather(), not counted
+  std::vector<float> gather_;  // allGather's zero-padded sum
 };
 
 // A gcResult_t as a Status carrying gcLastError()'s message; `what` names the call.

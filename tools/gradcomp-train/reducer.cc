@@ -32,4 +32,34 @@ Status BucketReducer::reduce(float* flat) {
   return Status::Ok();
 }
 
+Status ShardedStepper::step(const float* grads, float* params, float* velocity, float lr,
+                            float momentum) {
+  const size_t P = size_t(comm_.size()), r = size_t(comm_.rank());
+  for (const Bucket& b : buckets_) {
+    const size_t s = (b.count + P - 1) / P, padded = s * P;
+    padded_.assign(padded, 0.0f);
+    std::copy(grads + b.offset, grads + b.offset + b.count, padded_.begin());
+    shard_.resize(s);
+    const auto start = std::chrono::steady_clock::now();
+    GC_CHECK(comm_.reduceScatterAverage(padded_.data(), padded, shard_.data(), b.key));
+    commSeconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The owned range of this bucket, clipped to its real elements.
+    const size_t first = std::min(r * s, b.count), last = std::min(first + s, b.count);
+    float* w = params + b.offset;
+    for (size_t i = first; i < last; ++i) {
+      float g = shard_[i - first];
+      if (momentum != 0.0f) g = velocity[b.offset + i] = momentum * velocity[b.offset + i] + g;
+      w[i] -= lr * g;
+    }
+    // Every rank's owned parameters to every rank.
+    std::fill(shard_.begin(), shard_.end(), 0.0f);
+    std::copy(w + first, w + last, shard_.begin());
+    gathered_.resize(padded);
+    GC_CHECK(comm_.allGather(shard_.data(), s, gathered_.data()));
+    std::copy(gathered_.begin(), gathered_.begin() + b.count, w);
+  }
+  return Status::Ok();
+}
+
 }  // namespace gradcomp::train

@@ -3,6 +3,7 @@
 // stand-in for tests).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -30,6 +31,15 @@ class Collective {
   // Collective, exact: values[i] becomes the sum over ranks. For epoch metrics;
   // not counted in bytesSent() or any timing.
   virtual Status sumMetrics(double* values, size_t n) = 0;
+  // Collective (sharded training): data[0..count), count a multiple of
+  // size(), is reduce-scattered: shard[0..count / size()) becomes the
+  // average over the ranks of elements [rank * count / size(), ...), as the
+  // configured algorithm computes it. key as for average().
+  virtual Status reduceScatterAverage(const float* data, size_t count, float* shard,
+                                      uint64_t key) = 0;
+  // Collective, exact: out[r * shardCount ...] = rank r's shard (the dense
+  // parameter allgather of sharded training; not counted in bytesSent()).
+  virtual Status allGather(const float* shard, size_t shardCount, float* out) = 0;
 };
 
 // A contiguous range of the flat vector reduced in one call.
@@ -73,6 +83,38 @@ class SingleProcessCollective final : public Collective {
     return Status::Ok();
   }
   Status sumMetrics(double*, size_t) override { return Status::Ok(); }
+  Status reduceScatterAverage(const float* data, size_t count, float* shard,
+                              uint64_t key) override {
+    GC_REQUIRE(key > 0, Err::InvalidArgument, "bucket key must be > 0");
+    std::copy(data, data + count, shard);
+    return Status::Ok();
+  }
+  Status allGather(const float* shard, size_t shardCount, float* out) override {
+    std::copy(shard, shard + shardCount, out);
+    return Status::Ok();
+  }
+};
+
+// ZeRO-2 over the same buckets: each bucket, zero-padded to a multiple of
+// the ranks, is reduce-scattered (rank r owns elements [r * s, (r+1) * s)
+// of it, s = padded / ranks); each rank steps the parameters it owns with
+// SGD (+momentum, its velocity kept for those entries only) and the
+// parameters are allgathered dense, so every rank ends the step with the
+// same weights.
+class ShardedStepper {
+ public:
+  ShardedStepper(Collective& comm, std::vector<Bucket> buckets)
+      : comm_(comm), buckets_(std::move(buckets)) {}
+  // grads and params: the flat vectors; velocity: the flat momentum buffer
+  // (only owned entries are used), may be null when momentum is 0.
+  Status step(const float* grads, float* params, float* velocity, float lr, float momentum);
+  double commSeconds() const { return commSeconds_; }
+
+ private:
+  Collective& comm_;
+  std::vector<Bucket> buckets_;
+  std::vector<float> padded_, shard_, gathered_;
+  double commSeconds_ = 0;  // the gradient reduce-scatters (the allgather is not timed)
 };
 
 }  // namespace gradcomp::train

@@ -27,7 +27,8 @@ void Report::printHeader(FILE* out) const {
                "bucket %g MiB, %s",
                t.model.c_str(), flags_.algo.c_str(), nranks_, t.batch, t.lr, t.momentum,
                t.momentumCorrection ? " (momentum correction)" : "", t.bucketMb,
-               t.average == AverageMode::Gradients ? "gradient allreduce" : "model averaging");
+               t.sharded ? "gradient reduce-scatter (sharded)"
+               : t.average == AverageMode::Gradients ? "gradient allreduce" : "model averaging");
   if (t.average == AverageMode::Weights) std::fprintf(out, " every %d steps", t.period);
   if (t.straggleRanks > 0)
     std::fprintf(out, ", straggle %d ranks x %d ms", t.straggleRanks, t.straggleMs);

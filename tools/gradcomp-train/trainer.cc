@@ -84,6 +84,11 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
   const size_t n = net->paramCount();
   std::vector<float> velocity(o.momentum > 0 ? n : 0, 0.0f);
   BucketReducer reducer(comm, planBuckets(net->tensors(), size_t(o.bucketMb * 1024 * 1024)));
+  ShardedStepper sharded(comm, reducer.buckets());
+  GC_REQUIRE(!o.sharded || (o.average == AverageMode::Gradients && !o.momentumCorrection),
+             Err::InvalidArgument,
+             "sharded training reduce-scatters gradients: it needs --average grads and no "
+             "momentum correction");
   GC_INFO(TOOL, "gradcomp-train: %s, %zu parameters in %zu buckets, %zu steps/epoch, shard %zu..%zu",
           o.model.c_str(), n, reducer.buckets().size(), steps, shardBegin, shardEnd);
 
@@ -96,7 +101,7 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
     Rng shuffle(o.seed, kShuffleStream, (uint64_t(epoch) << 20) | uint64_t(rank));
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle.below(i)]);
 
-    const double comm0 = reducer.commSeconds();
+    const double comm0 = reducer.commSeconds() + sharded.commSeconds();
     uint64_t bytes0 = 0, bytes1 = 0;
     GC_CHECK(comm.bytesSent(&bytes0));
     const auto start = Clock::now();
@@ -112,7 +117,10 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
       // Straggling ranks model slow compute: they arrive late at the collective.
       if (straggles(o, rank, nranks, globalStep))
         std::this_thread::sleep_for(std::chrono::milliseconds(o.straggleMs));
-      if (o.average == AverageMode::Gradients && o.momentumCorrection) {
+      if (o.sharded) {
+        GC_CHECK(sharded.step(net->grads(), net->params(), velocity.data(), float(o.lr),
+                              float(o.momentum)));
+      } else if (o.average == AverageMode::Gradients && o.momentumCorrection) {
         float* g = net->grads();
         const float m = float(o.momentum);
         for (size_t i = 0; i < n; ++i) g[i] = velocity[i] = m * velocity[i] + g[i];
@@ -134,7 +142,7 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
     st.epoch = epoch;
     st.steps = static_cast<int>(steps);
     st.wallS = secondsSince(start);
-    st.commS = reducer.commSeconds() - comm0;
+    st.commS = reducer.commSeconds() + sharded.commSeconds() - comm0;
     GC_CHECK(comm.bytesSent(&bytes1));
     st.wireBytes = double(bytes1 - bytes0);
     st.trainLoss = lossSum / steps;

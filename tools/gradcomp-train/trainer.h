@@ -29,6 +29,9 @@ struct TrainOptions {
   // (the entries sent) and the step is w -= lr * result. For sparse methods.
   bool momentumCorrection = false;
   double bucketMb = 25;  // DDP's default bucket_cap_mb
+  // ZeRO-2 / FSDP style (ShardedStepper): gradients reduce-scattered, each
+  // rank steps the parameters it owns, parameters allgathered dense.
+  bool sharded = false;
   AverageMode average = AverageMode::Gradients;
   int period = 1;          // steps between weight averages (Weights mode)
   int straggleRanks = 0;   // ranks that sleep each step ...
