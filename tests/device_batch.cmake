@@ -7,6 +7,10 @@
 # Not in sanitizer builds: the driver tests LD_PRELOAD libgradcomp.so into
 # Python, which carries no sanitizer runtime (the interposer and the checker
 # run sanitized in test_nccl_interposer and test_bench_cli).
+# docs/results/gpu.md is tools/device/results_table.py's output from the
+# committed run its first line names (Python's standard library only).
+add_test(NAME gpu_results_table COMMAND python3 tools/device/results_table.py --check docs/results/gpu.md
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 if(GRADCOMP_SANITIZE)
   return()
 endif()
@@ -18,8 +22,12 @@ set_tests_properties(device_batch_stacks_on_hang PROPERTIES TIMEOUT 120)
 add_test(NAME device_batch_passthrough COMMAND ${GC_DEVICE_TEST} passthrough ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 add_test(NAME device_batch_compressed
          COMMAND ${GC_DEVICE_TEST} compressed ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} oktopk qsgd sign wagma)
+add_test(NAME device_batch_interleave
+         COMMAND ${GC_DEVICE_TEST} interleave ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+add_test(NAME device_batch_jax_cpu COMMAND ${GC_DEVICE_TEST} jax ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 add_test(NAME pytorch_example_gloo COMMAND ${GC_DEVICE_TEST} example ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
-set_tests_properties(device_batch_passthrough device_batch_compressed pytorch_example_gloo
+set_tests_properties(device_batch_passthrough device_batch_compressed device_batch_interleave
+                     device_batch_jax_cpu pytorch_example_gloo
                      PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 # torch.distributed.run --standalone (PyTorch 1.13) listens on the fixed port
 # 29400, and gloo and the c10d store take free ports when they start: alone

@@ -17,6 +17,20 @@
 #       call was compressed (the stats files); the first ALGO's recording
 #       fails gradcomp-refcheck as dense sums, and with one output element
 #       changed (the checker can fail).
+#   device_batch_test.sh interleave SRC BUILD
+#       the driver's interleave phase against the test double: two
+#       communicators in the same 4 rank processes, the first flagged by a
+#       GRADCOMP_CONFIG file (oktopk, comms = "index:0"), the second not; calls
+#       alternate. batch_check.py interleave: >= 10 timed calls each, both
+#       medians > 0, the flagged communicator compressed every call and the
+#       plain one none. Then the pass-through overhead: GRADCOMP_ALGO=off on
+#       the flagged one against NCCL's own pncclAllReduce (the interposer never
+#       sees that communicator): nothing compressed, both medians > 0.
+#   device_batch_test.sh jax SRC BUILD
+#       tools/device/jax_psum.py, 4 processes on JAX's CPU gloo collectives:
+#       integer inputs exact on every rank, normal inputs within float
+#       rounding, every rank holding the same result (batch_check.py jax).
+#       Skipped (77, with the reason) where jax cannot be imported.
 #   device_batch_test.sh example SRC BUILD
 #       examples/pytorch/train_fmnist.py, 2 ranks on gloo, 10 steps: both
 #       ranks end with the same parameters and learned something
@@ -76,7 +90,9 @@ dry-run)
     grep -q "unpack .device/prebuilt.tar.xz" "$tmp/out/plan.txt" || fail "the plan does not use the pack"
   fi
   for part in a-test_gpu_kernels a-kbench b1-bit-identical b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
-              b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign; do
+              b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign \
+              c-side-oktopk c-side-off-check c-side-times e-jax-exact e-jax-compressed-result f-sysucx-safe \
+              f-sysucx-safe-reference f-sysucx-asis; do
     grep -q "^  $part " "$tmp/out/plan.txt" || fail "plan lacks step $part"
   done
   grep -q "carry=\[\".device/debs\", \".device/data\"" "$tmp/out/plan.txt" || fail "plan lacks the run invocation"
@@ -109,7 +125,7 @@ threading.Thread(target=time.sleep, args=(300,), name=\"stuck-worker\").start();
   [ ! -e "$tmp/none.txt" ] || fail "stacks written for a command within its limit"
   echo "stacks: PASS"
   ;;
-passthrough|compressed)
+passthrough|compressed|interleave)
   py="$(torch_python)"
   drv=("$src/tools/device/nccl_driver.py" --backend nccl --device cpu)
   # 4 ranks by gradcomp-run, meeting through a file: no launcher agent and
@@ -157,6 +173,48 @@ compressed)
   "$refcheck" "$rec" >"$tmp/tampered.txt"; [ $? -eq 1 ] || fail "a changed element passes"
   set -e
   grep "^call 3 .*\[0 0 1 0\].*WRONG" "$tmp/tampered.txt" || fail "the changed element of rank 2 was not found"
+  ;;
+interleave)
+  cat >"$tmp/flag.toml" <<'TOML'
+algo = "oktopk"
+comms = "index:0"
+min_bytes = "64K"
+[params]
+DENSITY = 0.01
+TOML
+  side=(--phases interleave --interleave-sizes 256K,1M --interleave-iters 10 --interleave-warmup 2)
+  mkdir -p "$tmp/d1" "$tmp/d2"
+  lib="$build/plugin/libgradcomp.so"
+  NCCL_DOUBLE_DIR="$tmp/d1" LD_PRELOAD="$lib" GRADCOMP_CONFIG="$tmp/flag.toml" \
+    GRADCOMP_STATS="$tmp/cmp/stats" ranks "${drv[@]}" "${side[@]}" --out "$tmp/cmp" \
+    --label oktopk-vs-dense
+  NCCL_DOUBLE_DIR="$tmp/d2" LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_STATS="$tmp/off/stats" \
+    ranks "${drv[@]}" "${side[@]}" --interleave-plain real --out "$tmp/off" --label off-vs-nccl
+  "${check[@]}" interleave "$tmp/cmp" --expect compressed | tee "$tmp/cmp.txt"
+  "${check[@]}" interleave "$tmp/off" --expect passed | tee "$tmp/off.txt"
+  [ "$(grep -c '^oktopk-vs-dense ' "$tmp/cmp.txt")" = 2 ] || fail "not one row per size"
+  grep -q "plain 24 calls, not seen by the interposer" "$tmp/off.txt" ||
+    fail "the real-NCCL communicator went through the interposer"
+  # The check fails what is wrong: a run whose flagged communicator did not compress.
+  if "${check[@]}" interleave "$tmp/off" --expect compressed >/dev/null; then
+    fail "a pass-through run passes as compressed"
+  fi
+  ;;
+jax)
+  py=python3
+  if ! why="$("$py" -c 'import jax' 2>&1)"; then
+    echo "SKIP: $py cannot import jax ($(tail -1 <<<"$why")); the part e script runs on the GPU machine"
+    exit 77
+  fi
+  port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  for inputs in integer normal; do
+    "$build/tools/gradcomp-run/gradcomp-run" -n 4 -- "$py" "$src/tools/device/jax_psum.py" --platform cpu \
+      --coordinator "127.0.0.1:$port" --inputs $inputs --elements 65536 --calls 3 --warmup 1 \
+      --out "$tmp/jax-$inputs"
+    port=$((port + 1))
+  done
+  "$py" "$src/tools/device/batch_check.py" jax "$tmp/jax-integer" --expect exact
+  "$py" "$src/tools/device/batch_check.py" jax "$tmp/jax-normal" --expect close --rtol 1e-6
   ;;
 example)
   py="$(torch_python)"

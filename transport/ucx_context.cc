@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "transport/placement.h"
+#include "transport/ucx_cuda_env.h"
 
 namespace gradcomp::transport::ucx {
 namespace {
@@ -121,6 +122,11 @@ Status context(ContextKind kind, ucp_context_h* out) {
                 describePlacement(where).c_str());
       }
     }
+  }
+  // A UCX with CUDA modules: gradcomp's safe defaults (ucx_cuda_env.h).
+  if (Status cuda = applyUcxCudaDefaults(config, kindName(kind)); !cuda.ok()) {
+    ucp_config_release(config);
+    return cuda;
   }
   for (auto& kv : overrides) {
     st = ucp_config_modify(config, kv.first, kv.second);

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "plugin/net/devices.h"
 #include "plugin/net/net_common.h"
+#include "transport/ucx_cuda_env.h"
 
 namespace gradcomp::net {
 namespace {
@@ -192,6 +193,11 @@ Status init() {
     GC_CHECK(enumerateDevices(&s.devices));
     ucp_config_t* config = nullptr;
     GC_CHECK(ucxStatus(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
+    // A UCX with CUDA modules: gradcomp's safe defaults (transport/ucx_cuda_env.h).
+    if (Status cuda = transport::ucx::applyUcxCudaDefaults(config, "net plugin"); !cuda.ok()) {
+      ucp_config_release(config);
+      return cuda;
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_TAG;

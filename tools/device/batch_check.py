@@ -14,6 +14,20 @@ the batch copies into summary.txt, and exits 0 (pass) or 1 (fail).
                       stats lines from LOG are repeated)
   times ROOT          table of the ROOT/<run>/time.jsonl rows (--runs globs)
                       beside the --baseline row of the same size
+  interleave DIR...   nccl_driver interleave phase (DIR/interleave.jsonl): every
+                      row has >= 10 timed calls per communicator, both medians
+                      > 0 and the ratio is theirs; with the run's
+                      GRADCOMP_STATS files, --expect compressed: the flagged
+                      communicator (index 0) compressed every call the driver
+                      made on it and the plain one none; --expect passed: no
+                      communicator compressed anything. Prints the table
+                      (ms per call, ratio) of all DIRs.
+  jax DIR             tools/device/jax_psum.py results (DIR/jax.rank<R>.json): every
+                      rank wrote one, all hold the same last result (SHA-256),
+                      and --expect exact: every output exact; close: max
+                      relative L2 error <= --rtol. With --stats DIR the
+                      GRADCOMP_STATS files are summarized, and --min-compressed
+                      N requires N compressed allreduces on every rank.
 Only the standard library: it runs wherever the batch does.
 """
 import argparse
@@ -148,6 +162,116 @@ def cmd_times(a):
                                                                   "found" if base else "missing"))
 
 
+def interleave_rows(folder):
+    path = os.path.join(folder, "interleave.jsonl")
+    return [json.loads(line) for line in read_lines(path)] if os.path.exists(path) else []
+
+
+def cmd_interleave(a):
+    problems, rows = [], []
+    for folder in a.dirs:
+        found = interleave_rows(folder)
+        if not found:
+            problems.append("%s: no interleave.jsonl rows" % folder)
+        for r in found:
+            rows.append(r)
+            name = "%s %d bytes" % (r.get("label"), r.get("bytes", 0))
+            f, p = r.get("flagged_median_ms", 0), r.get("plain_median_ms", 0)
+            if r.get("calls", 0) < 10 or len(r.get("flagged_ms", [])) != r.get("calls") or \
+                    len(r.get("plain_ms", [])) != r.get("calls"):
+                problems.append("%s: %s timed calls per communicator (want >= 10, all listed)" %
+                                (name, r.get("calls")))
+            if not (f > 0 and p > 0):
+                problems.append("%s: medians %s and %s ms (want both > 0)" % (name, f, p))
+            elif r.get("ratio") is None or abs(r["ratio"] - f / p) > 1e-3 * max(1.0, f / p):
+                problems.append("%s: ratio %s is not %.4f / %.4f" % (name, r.get("ratio"), f, p))
+        if a.expect:
+            problems += interleave_stats(folder, a.expect)
+    print("%-22s %10s %12s %12s %8s %6s  %s" % ("run", "bytes", "flagged_ms", "plain_ms", "ratio",
+                                               "calls", "plain"))
+    for r in rows:
+        print("%-22s %10d %12.3f %12.3f %8s %6d  %s" % (
+            r["label"], r["bytes"], r["flagged_median_ms"], r["plain_median_ms"],
+            "%.3f" % r["ratio"] if r.get("ratio") is not None else "-", r["calls"], r["plain_via"]))
+    for p in problems:
+        print("problem: " + p)
+    return verdict(bool(rows) and not problems,
+                   "%d side-by-side rows (medians of >= 10 calls each)%s" % (
+                       len(rows), "" if not problems else ", %d problems" % len(problems)))
+
+
+def interleave_stats(folder, expect):
+    """The flagged communicator is index 0 in each rank's stats; the plain
+    one, when it went through the interposer, index 1."""
+    stats = rank_files(folder, "stats.rank<R>.json")
+    driver = rank_files(folder, "driver.rank<R>.json")
+    if not driver or sorted(stats) != sorted(driver):
+        return ["%s: stats files for ranks %s, driver files for ranks %s" % (
+            folder, sorted(stats), sorted(driver))]
+    problems = []
+    for r in sorted(driver):
+        d = load_json(driver[r])
+        made, calls = d["nccl_allreduce_calls"], d.get("interleave_calls", {})
+        comms = {c.get("index"): c for c in load_json(stats[r]).get("communicators", [])}
+        flagged, plain = comms.get(0, {}), comms.get(1)
+        fc, pc = flagged.get("calls_compressed", 0), (plain or {}).get("calls_compressed", 0)
+        print("rank %d: flagged %d calls, %d compressed, %d passed; plain %d calls, %s" % (
+            r, calls.get("flagged", 0) + made, fc, flagged.get("calls_passed", 0),
+            calls.get("plain", 0), "not seen by the interposer" if plain is None else
+            "%d compressed, %d passed" % (pc, plain.get("calls_passed", 0))))
+        if expect == "compressed" and fc != calls.get("flagged", 0) + made:
+            problems.append("rank %d: the flagged communicator compressed %d of %d calls" % (
+                r, fc, calls.get("flagged", 0) + made))
+        if pc != 0 or (expect == "passed" and fc != 0):
+            problems.append("rank %d: compressed calls where none were expected "
+                            "(flagged %d, plain %d)" % (r, fc, pc))
+    return problems
+
+
+def cmd_jax(a):
+    files = rank_files(a.dir, "jax.rank<R>.json")
+    rows = [load_json(files[r]) for r in sorted(files)]
+    problems = []
+    if len(rows) != a.ranks:
+        problems.append("results from ranks %s, expected %d ranks" % (sorted(files), a.ranks))
+    if len({r["last_sha256"] for r in rows}) > 1:
+        problems.append("ranks hold different results (last call's SHA-256 differs)")
+    for r in rows:
+        print("rank %d: %s, jax %s, %d calls of %d floats (%s inputs), exact %s, "
+              "max rel L2 error %.3g, median %s ms, libnccl %s" % (
+                  r["rank"], r["device"], r["jax"], r["calls"], r["elements"], r["inputs"],
+                  r["exact"], r["max_rel_l2_err"], r["median_ms"], r["libnccl"]))
+        if a.expect == "exact" and not r["exact"]:
+            problems.append("rank %d: not exact (max abs error %g)" % (r["rank"], r["max_abs_err"]))
+        if a.expect == "close" and not r["max_rel_l2_err"] <= a.rtol:
+            problems.append("rank %d: relative L2 error %g > %g" % (
+                r["rank"], r["max_rel_l2_err"], a.rtol))
+    detail = ""
+    if a.stats:
+        stats = rank_files(a.stats, "stats.rank<R>.json")
+        counts = {}
+        for rank, path in sorted(stats.items()):
+            comms = load_json(path).get("communicators", [])
+            done, passed, _ = compressed_calls(load_json(path))
+            reasons = {}
+            for c in comms:
+                for k, v in c.get("pass_reasons", {}).items():
+                    reasons[k] = reasons.get(k, 0) + v
+            counts[rank] = done
+            print("rank %d: %d allreduces compressed, %d passed through %s" % (
+                rank, done, passed, reasons))
+        if a.min_compressed and (len(counts) != a.ranks or
+                                 any(c < a.min_compressed for c in counts.values())):
+            problems.append("compressed allreduces per rank %s, want >= %d on each of %d ranks" % (
+                counts, a.min_compressed, a.ranks))
+        detail = "; compressed per rank %s" % [counts.get(r) for r in range(a.ranks)]
+    for p in problems:
+        print("problem: " + p)
+    median = rows[0]["median_ms"] if rows else None
+    return verdict(not problems, "%d ranks, psum %s (max rel L2 error %.3g), median %s ms%s" % (
+        len(rows), a.expect, max([r["max_rel_l2_err"] for r in rows] or [0]), median, detail))
+
+
 def cmd_collnet(a):
     """NCCL called the CollNet plugin: every head rank's group completed chunks."""
     files = sorted(glob.glob(os.path.join(a.dir, "stats.collnet.*.json")))
@@ -182,6 +306,17 @@ def main():
     s.add_argument("--stats", help="folder of the run's GRADCOMP_STATS files")
     s = sub.add_parser("collnet")
     s.add_argument("dir")
+    s = sub.add_parser("interleave")
+    s.add_argument("dirs", nargs="+")
+    s.add_argument("--expect", choices=["compressed", "passed"],
+                   help="check the GRADCOMP_STATS files beside interleave.jsonl")
+    s = sub.add_parser("jax")
+    s.add_argument("dir")
+    s.add_argument("--ranks", type=int, default=4)
+    s.add_argument("--expect", choices=["exact", "close"], default="exact")
+    s.add_argument("--rtol", type=float, default=0.1)
+    s.add_argument("--stats", help="folder of the run's GRADCOMP_STATS files")
+    s.add_argument("--min-compressed", type=int, default=0)
     s = sub.add_parser("times")
     s.add_argument("root")
     s.add_argument("--baseline", default="nccl-dense")

@@ -12,8 +12,8 @@
 #    machine goes back 30 s after a call), one full call and, at once while it
 #    is warm, a short one with --budget = what `status` leaves less 40 s:
 #      run(command='tools/device/gpu_batch.sh --parts a,b2,c --c-cases dense,oktopk --budget 540 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
-#      run(command='tools/device/gpu_batch.sh --parts b1,b3,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
-#    (with 30 minutes: --parts a,b2, then --parts b1,b3,c,d, 570 s each)
+#      run(command='tools/device/gpu_batch.sh --parts f,e,b1,b3,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
+#    (with 30 minutes: --parts a,b2,f,e, then --parts c,b1,b3,d, 570 s each)
 #    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
 #      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
 #
@@ -35,9 +35,24 @@
 #       NCCL_COLLNET_NODE_THRESHOLD=1 and the gradcomp net plugin (whose
 #       tuner prefers CollNet): dense must be exact, qsgd 4 bit runs, and the
 #       CollNet stats prove NCCL handed gradcomp the chunks
-#   c   examples/pytorch/train_fmnist.py (DDP, no gradcomp import) for 2
+#   c   side by side in one job first (nccl_driver.py --phases interleave):
+#       two communicators in the same 4 ranks, calls alternating, medians of
+#       12 calls each at 4M and 64M: oktopk on the one a GRADCOMP_CONFIG file
+#       flags (comms = "index:0") against NCCL's dense on the other, and the
+#       pass-through (GRADCOMP_ALGO=off) against NCCL's own pncclAllReduce;
+#       ms per call and ratios into the summary. Then
+#       examples/pytorch/train_fmnist.py (DDP, no gradcomp import) for 2
 #       epochs: dense, oktopk (density 0.01), qsgd 4 bit, sign: accuracy, step
 #       time, and gradcomp's stats proving the allreduces were compressed
+#   e   JAX: tools/device/jax_psum.py, jax.lax.psum over the 4 ranks through
+#       gradcomp's forwarding libnccl.so.2 (plugin/shim) with libgradcomp.so
+#       preloaded: exact (GRADCOMP_ALGO=off, integer inputs) and compressed
+#       (qsgd 8 bit: close to the exact sum, the stats show compressed calls)
+#   f   b2's oktopk with the GPU image's own UCX (/lib/x86_64-linux-gnu,
+#       1.16.0 with CUDA modules) instead of the carried 1.13: gradcomp's
+#       GRADCOMP_UCX_CUDA=safe defaults (transport/ucx_cuda_env.h), Reference
+#       and stats checks as in b2; then the control, GRADCOMP_UCX_CUDA=asis
+#       (UCX's own defaults: a rank died of SIGSEGV so in the 2026-11-28 run)
 # Ranks: 4 processes on the one GPU, each its own NCCL_HOSTID
 # (tools/device/rank_env.sh), NCCL_MNNVL_ENABLE=0, loopback sockets.
 #
@@ -79,8 +94,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || [ $dry = 1 ] || usage
 b2_algos="oktopk qsgd sign wagma" c_cases="dense oktopk qsgd sign" epochs=2 time_sizes=4M,64M
+side_sizes=4M,64M  # part c's side-by-side timings
 if [ $quick = 1 ]; then
   parts="${parts:-a,b2,c}" b2_algos=oktopk c_cases=oktopk epochs=1 time_sizes=4M budget="${budget:-290}"
+  side_sizes=4M
 fi
 budget="${budget:-570}"
 [ -z "$c_cases_arg" ] || c_cases="${c_cases_arg//,/ }"
@@ -88,10 +105,10 @@ for c in $c_cases; do
   case "$c" in dense|oktopk|qsgd|sign) ;; *) echo "gpu_batch.sh: unknown --c-cases entry '$c' (dense, oktopk, qsgd, sign)" >&2; exit 2 ;; esac
 done
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_batch.sh: --budget takes whole seconds" >&2; exit 2; }
-parts=",${parts:-a,b1,b2,b3,c,d},"
+parts=",${parts:-a,b1,b2,b3,c,d,e,f},"
 plist="$(echo ${parts//,/ })"
 for p in ${parts//,/ }; do
-  case "$p" in a|b1|b2|b3|c|d) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c, d)" >&2; exit 2 ;; esac
+  case "$p" in a|b1|b2|b3|c|d|e|f) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c, d, e, f)" >&2; exit 2 ;; esac
 done
 has() { [[ "$parts" == *",$1,"* ]]; }
 
@@ -106,9 +123,11 @@ arch=x86_64-linux-gnu
 lib="$build/plugin/libgradcomp.so"
 driver="$root/tools/device/nccl_driver.py" check="$root/tools/device/batch_check.py"
 refcheck="$build/tools/gradcomp-refcheck/gradcomp-refcheck"
+shim="$build/plugin/shim/lib"  # the forwarding libnccl.so.2 (part e)
+jax_script="$root/tools/device/jax_psum.py"
 example="$root/examples/pytorch/train_fmnist.py"
 gpu_tests="$(cd "$root/tests" && ls test_gpu_*.cc | sed 's/\.cc$//' | tr '\n' ' ')test_executor_protocol test_backend_memory"
-build_targets="gradcomp gradcomp-refcheck gradcomp-kbench $gpu_tests"
+build_targets="gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench $gpu_tests"
 torchrun=(python3 -m torch.distributed.run --standalone --nproc_per_node 4 --no_python
           "$root/tools/device/rank_env.sh" python3)
 out="${out:+$(mkdir -p "$out" && cd "$out" && pwd)}"
@@ -212,8 +231,8 @@ dry_checks() {
   for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [ -s "$data/$f" ] || { echo "carry: $data/$f missing"; ok=0; }
   done
-  for f in "$driver" "$check" "$example" "$root/tools/device/rank_env.sh" "$root/tools/device/packages.txt" \
-           "$root/tools/device/unpack_debs.py"; do
+  for f in "$driver" "$check" "$example" "$jax_script" "$root/tools/device/rank_env.sh" \
+           "$root/tools/device/packages.txt" "$root/tools/device/unpack_debs.py"; do
     [ -f "$f" ] || { echo "missing $f"; ok=0; }
   done
   # The prebuilt binaries: built from HEAD, and they start on this machine
@@ -242,6 +261,7 @@ dry_checks() {
         { echo "prebuilt: gradcomp-refcheck --help printed no usage"; ok=0; }
       [ -f "$tmp/plugin/libgradcomp.so" ] && [ -L "$tmp/plugin/libnccl-net-gradcomp.so" ] ||
         { echo "prebuilt: plugin libraries missing"; ok=0; }
+      [ -f "$tmp/plugin/shim/lib/libnccl.so.2" ] || { echo "prebuilt: the shim (plugin/shim/lib/libnccl.so.2) is missing"; ok=0; }
       echo "prebuilt: $(mib "$(stat -c %s "$prebuilt")") MiB packed, $(head -1 "$tmp/PREBUILT"), $(wc -w <<<"$gpu_tests") test binaries start here"
     fi
     rm -rf "$tmp"
@@ -281,7 +301,8 @@ dry_checks() {
     echo "unpack: $(ls "$root"/.device/debs/*.deb | wc -l) packages unpack; configure finds UCX, hwloc, FFTW, OpenBLAS, Catch2, zlib in them"
   ) || ok=0
   rm -rf "$tmp"
-  for f in "$driver" "$check" "$example" "$root/tools/device/unpack_debs.py"; do
+  for f in "$driver" "$check" "$example" "$jax_script" "$root/tools/device/unpack_debs.py" \
+           "$root/tools/device/results_table.py"; do
     python3 -m py_compile "$f" 2>&1 || { echo "syntax: $f"; ok=0; }
   done
   for f in "${BASH_SOURCE[0]}" "$root/tools/device/rank_env.sh" "$root/tools/device/prepare.sh"; do
@@ -399,7 +420,30 @@ part_d() {
   done
 }
 
+# Side by side in one job (issue 31, nccl_driver.py --phases interleave): in
+# the same 4 rank processes the communicator a GRADCOMP_CONFIG file flags
+# (comms = "index:0", oktopk) and one it does not (NCCL's dense through the
+# interposer's pass-through), calls alternating; then the pass-through
+# overhead: GRADCOMP_ALGO=off on the first against NCCL's own pncclAllReduce
+# on the second (never seen by the interposer). Medians of 12 calls each.
+part_c_side() {
+  local side=(--phases interleave --interleave-sizes "$side_sizes" --interleave-iters 12 --interleave-warmup 3)
+  local cfg="$work/flag-oktopk.toml" dir
+  [ $dry = 1 ] || printf 'algo = "oktopk"\ncomms = "index:0"\nmin_bytes = "64K"\n[params]\nDENSITY = 0.01\n' >"$cfg"
+  dir="$(outdir c-side-oktopk)"
+  step c-side-oktopk 90 env LD_PRELOAD="$lib" GRADCOMP_CONFIG="$cfg" GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
+    "${torchrun[@]}" "$driver" "${side[@]}" --out "$dir" --label oktopk-vs-dense
+  step c-side-oktopk-check 30 python3 "$check" interleave "$dir" --expect compressed
+  dir="$(outdir c-side-off)"
+  step c-side-off 90 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
+    "${torchrun[@]}" "$driver" "${side[@]}" --interleave-plain real --out "$dir" --label off-vs-nccl
+  step c-side-off-check 30 python3 "$check" interleave "$dir" --expect passed
+  step c-side-times 30 python3 "$check" interleave "$logs/c-side-oktopk" "$logs/c-side-off"
+  [ ! -f "$logs/c-side-times.log" ] || sed 's/^/    /' "$logs/c-side-times.log" >>"$out/summary.txt"
+}
+
 part_c() {
+  part_c_side
   for case in $c_cases; do
     local dir preload=()
     dir="$(outdir "c-$case")"
@@ -414,12 +458,57 @@ part_c() {
   done
 }
 
-# By value: the kernels and executor, compressed calls, training, then the
-# pass-through, the net plugin and CollNet (proven on the H200 already).
+# JAX (issue 31): psum over the 4 ranks through the forwarding shim, with
+# libgradcomp.so preloaded; exact with GRADCOMP_ALGO=off, close with qsgd 8 bit.
+part_e() {
+  local real="<nvidia.nccl's lib/libnccl.so.2>" mode
+  [ $dry = 1 ] || real="$(python3 -c 'import nvidia.nccl, os
+print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)"
+  for mode in exact compressed; do
+    local name="e-jax-$mode" dir port=$((29611 + ${#mode})) args=(--inputs integer) check_args=(--expect exact)
+    local algo=(GRADCOMP_ALGO=off)
+    dir="$(outdir "$name")"
+    if [ $mode = compressed ]; then
+      algo=(GRADCOMP_ALGO=qsgd GRADCOMP_BITS=8) args=(--inputs normal)
+      check_args=(--expect close --rtol 0.1 --min-compressed 1)
+    fi
+    step "$name" 120 env LD_LIBRARY_PATH="$shim:${LD_LIBRARY_PATH:-}" GRADCOMP_NCCL_LIBRARY="$real" LD_PRELOAD="$lib" \
+      "${algo[@]}" GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
+      "${torchrun[@]}" "$jax_script" --coordinator "127.0.0.1:$port" "${args[@]}" --out "$dir" --label "jax-$mode"
+    step "$name-result" 30 python3 "$check" jax "$dir" "${check_args[@]}" --stats "$dir"
+  done
+}
+
+# b2's oktopk with the GPU image's own UCX (issue 31): its libraries first on
+# LD_LIBRARY_PATH and UCX_MODULE_DIR unset (the carried packages still supply
+# hwloc, FFTW and OpenBLAS where the image lacks them).
+part_f() {
+  local sys="/lib/$arch" name dir mode
+  step f-sysucx-present 10 bash -c "ls -l $sys/libucp.so.0 && { ls $sys/ucx | grep cuda || echo 'no CUDA modules in $sys/ucx'; }"
+  for mode in safe asis; do
+    name="f-sysucx-$mode" dir="$(outdir "f-sysucx-$mode")"
+    local phases=(--phases record,time --record "$work/record-f") limit=90
+    [ $mode = safe ] || phases=(--phases time) limit=60  # the control: does UCX's own default crash?
+    step "$name" $limit env -u UCX_MODULE_DIR LD_LIBRARY_PATH="$sys:${LD_LIBRARY_PATH:-}" GRADCOMP_UCX_CUDA=$mode \
+      LD_PRELOAD="$lib" GRADCOMP_ALGO=oktopk GRADCOMP_DENSITY=0.01 GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$dir/stats" \
+      GRADCOMP_DEBUG=INFO "${torchrun[@]}" "$driver" "${phases[@]}" --out "$dir" --label "sysucx-$mode" --time-sizes 4M
+    [ $mode = safe ] || continue
+    step "$name-loaded" 10 bash -c "grep -m1 'transport context created (UCX ' '$logs/$name.log' | grep -v 'UCX 1.13'"
+    step "$name-defaults" 10 grep -m1 "has CUDA modules" "$logs/$name.log"
+    step "$name-reference" 90 "$refcheck" "$work/record-f"
+    step "$name-compressed" 60 python3 "$check" stats "$dir"
+  done
+}
+
+# By value: the kernels and executor, compressed calls, the side-by-side
+# timings and training, the image's own UCX, JAX, then the pass-through, the
+# net plugin and CollNet (proven on the H200 already).
 run_parts() {
   has a && part_a
   has b2 && part_b2
   has c && part_c
+  has f && part_f
+  has e && part_e
   has b1 && part_b1
   has b3 && part_b3
   has d && part_d

@@ -20,9 +20,24 @@ Phases (--phases, run in the order given):
           output must equal the sum of every rank's regenerated input.
   time    time per float32 sum call at --time-sizes (max over ranks); rank 0
           appends JSON lines to OUT/time.jsonl.
+  interleave
+          side by side in the same processes (issue 31): the run's first
+          communicator ("flagged", creation index 0: what a GRADCOMP_CONFIG
+          rule or GRADCOMP_COMMS=index:0 selects) and a second one ("plain":
+          with --interleave-plain interposer, created after it through the
+          interposer and left unselected, i.e. NCCL's dense allreduce behind
+          gradcomp's pass-through; with real, created and called through the
+          NCCL library's own pncclCommInitRank / pncclAllReduce, which the
+          interposer never sees: NCCL alone). Calls alternate (flagged then
+          plain, then plain then flagged, ...), each timed alone between a
+          gloo barrier and a device synchronize; --interleave-warmup pairs are
+          not timed. Per call the max over ranks; rank 0 appends one JSON line
+          per size to OUT/interleave.jsonl: the medians (ms per call) of each
+          communicator, their ratio flagged / plain, and every call's time.
 Inputs are pure functions of (seed, rank, case), so reruns and peers
 regenerate them. OUT/driver.rank<R>.json counts the NCCL allreduce calls
-made (all of record and time are eligible for compression). Exit 1 when an
+made (all of record and time are eligible for compression; the
+interleave phase's calls are counted apart, per communicator). Exit 1 when an
 exact check failed; errors raise (torchrun reports the rank).
 """
 import argparse
@@ -76,12 +91,15 @@ class NcclComm:
     """ncclCommInitRank / ncclAllReduce / ncclCommDestroy through ctypes. The
     entry points the interposer defines are looked up in the global scope
     first (where an LD_PRELOADed libgradcomp.so sits, as for a program
-    linked against NCCL), then in the libnccl.so.2 that PyTorch loaded."""
+    linked against NCCL), then in the libnccl.so.2 that PyTorch loaded.
+    real=True: every function is the library's own pnccl* (NCCL's profiling
+    names, which the interposer does not define), so the communicator and
+    its calls never pass through gradcomp even under LD_PRELOAD."""
 
     class UniqueId(ctypes.Structure):
         _fields_ = [("internal", ctypes.c_ubyte * 128)]  # not c_char: bytes() stops at a NUL
 
-    def __init__(self, rank, nranks, device):
+    def __init__(self, rank, nranks, device, real=False):
         try:
             self.lib = ctypes.CDLL("libnccl.so.2")  # by soname: the copy torch already loaded
         except OSError:
@@ -93,7 +111,7 @@ class NcclComm:
 
         def fn(name, restype=ctypes.c_int):
             try:
-                f = getattr(scope, name)
+                f = getattr(self.lib, "p" + name) if real else getattr(scope, name)
             except AttributeError:
                 f = getattr(self.lib, name)
             f.restype = restype
@@ -118,6 +136,7 @@ class NcclComm:
         init.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, NcclComm.UniqueId, ctypes.c_int]
         self.device = device
         self.check(init(ctypes.byref(self.comm), nranks, uid, rank), "ncclCommInitRank")
+        self.real = real
         self.destroy_fn = fn("ncclCommDestroy")
         self.destroy_fn.argtypes = [ctypes.c_void_p]
 
@@ -188,6 +207,7 @@ class Driver:
         self.calls = 0       # NCCL allreduce calls made (the stats check compares)
         self.case = 0        # input case counter, the same sequence on every rank
         self.exact_failures = 0
+        self.interleave_calls = {}  # communicator -> calls of the interleave phase
 
     def input_of(self, rank, case, n, dtype, kind):
         return generate(self.a.seed, rank, case, n, dtype, kind, self.device)
@@ -295,6 +315,68 @@ class Driver:
                                                                          row["busbw_GBps"]))
 
 
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])) if n else 0.0
+
+
+def interleave(d):
+    """The interleave phase (module docstring): d.comm is the flagged
+    communicator; the plain one is made here and destroyed at the end."""
+    a = d.a
+    if a.interleave_iters < 10:
+        raise SystemExit("--interleave-iters must be >= 10 (medians of at least 10 calls)")
+    if isinstance(d.comm, GlooComm):
+        plain = GlooComm()
+    else:
+        plain = NcclComm(d.rank, d.nranks, d.device, real=a.interleave_plain == "real")
+    comms = {"flagged": d.comm, "plain": plain}
+    d.interleave_calls = {"flagged": 0, "plain": 0}
+    for size in size_list(a.interleave_sizes):
+        n = size // 4
+        buffers = {}
+        for name in comms:
+            x = d.next_input(n, torch.float32, "normal")
+            buffers[name] = (x, torch.empty_like(x))
+        times = {"flagged": [], "plain": []}
+        for i in range(a.interleave_warmup + a.interleave_iters):
+            order = ("flagged", "plain") if i % 2 == 0 else ("plain", "flagged")
+            for name in order:
+                x, y = buffers[name]
+                dist.barrier()  # gloo: every rank starts the call together
+                t0 = time.perf_counter()
+                comms[name].allreduce(x, y, "sum")
+                comms[name].sync()
+                seconds = time.perf_counter() - t0
+                d.interleave_calls[name] += 1
+                if i >= a.interleave_warmup:
+                    times[name].append(seconds)
+        both = torch.tensor(times["flagged"] + times["plain"], dtype=torch.float64)
+        dist.all_reduce(both, dist.ReduceOp.MAX)  # per call, the slowest rank
+        k = a.interleave_iters
+        ms = {"flagged": [round(t * 1e3, 4) for t in both[:k].tolist()],
+              "plain": [round(t * 1e3, 4) for t in both[k:].tolist()]}
+        if d.rank == 0:
+            med = {name: median(v) for name, v in ms.items()}
+            algo = os.environ.get("GRADCOMP_ALGO") or ("config" if os.environ.get("GRADCOMP_CONFIG")
+                                                      else "off")
+            row = {"label": a.label, "algo": algo,
+                   "config": os.environ.get("GRADCOMP_CONFIG", ""), "bytes": size,
+                   "ranks": d.nranks, "calls": k, "warmup": a.interleave_warmup,
+                   "plain_via": "gloo" if isinstance(plain, GlooComm) else a.interleave_plain,
+                   "flagged_median_ms": round(med["flagged"], 4),
+                   "plain_median_ms": round(med["plain"], 4),
+                   "ratio": round(med["flagged"] / med["plain"], 4) if med["plain"] > 0 else None,
+                   "flagged_ms": ms["flagged"], "plain_ms": ms["plain"]}
+            with open(os.path.join(a.out, "interleave.jsonl"), "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print("interleave %s: %d bytes, flagged %.3f ms, plain (%s) %.3f ms per call "
+                  "(medians of %d), ratio %s" % (a.label, size, med["flagged"], row["plain_via"],
+                                                 med["plain"], k, row["ratio"]))
+    plain.destroy()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--phases", required=True, help="comma list of sweep, record, exact, time")
@@ -320,9 +402,16 @@ def main():
     p.add_argument("--time-sizes", default="4M,64M")
     p.add_argument("--time-iters", type=int, default=10)
     p.add_argument("--time-warmup", type=int, default=3)
+    p.add_argument("--interleave-sizes", default="4M", help="bytes per float32 sum call")
+    p.add_argument("--interleave-iters", type=int, default=12,
+                   help="timed calls per communicator and size (>= 10)")
+    p.add_argument("--interleave-warmup", type=int, default=3, help="untimed pairs first")
+    p.add_argument("--interleave-plain", default="interposer", choices=["interposer", "real"],
+                   help="the plain communicator: through the interposer, unselected, or "
+                   "NCCL's own pnccl* functions (never the interposer)")
     a = p.parse_args()
     phases = a.phases.split(",")
-    unknown = set(phases) - {"sweep", "record", "exact", "time"}
+    unknown = set(phases) - {"sweep", "record", "exact", "time", "interleave"}
     if unknown or ("record" in phases and not a.record):
         p.error("unknown phases %s" % sorted(unknown) if unknown else "--phases record needs --record")
     backend = a.backend if a.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
@@ -350,11 +439,12 @@ def main():
             os.environ.get("GRADCOMP_ALGO", "unset")))
     d = Driver(a, comm, rank, nranks, device)
     for phase in phases:
-        getattr(d, phase)()
+        interleave(d) if phase == "interleave" else getattr(d, phase)()
     comm.destroy()
     with open(os.path.join(a.out, "driver.rank%d.json" % rank), "w") as f:
         json.dump({"rank": rank, "nranks": nranks, "backend": backend, "phases": phases,
                    "nccl_allreduce_calls": d.calls, "exact_failures": d.exact_failures,
+                   "interleave_calls": d.interleave_calls,
                    "nccl_version": comm.version, "torch": torch.__version__}, f)
         f.write("\n")
     dist.destroy_process_group()
