@@ -36,6 +36,18 @@
 // doubling), so the reference reproduces its order of additions: chunk c of
 // the k-vector is summed as x_{c-1} + (... + (x_{c+1} + x_c)) (ranks mod P).
 // Tag steps: the broadcast (or the leaders' allgather) 0x60000, the ring 0..8P.
+//
+// Reduce-scatter form (docs/design.md, "Sparse reduce-scatter"): the same
+// shared set S (m <= k indexes, the same leaders in turn, counted per
+// scheduleKey, which tells a reduce-scatter from an allreduce by shape), and
+// each rank sends owner j only its values at S's indexes inside j's range
+// (NCCL's layout), no indexes (shared_reduce_scatter.h). Rank j returns, at
+// S's indexes in its range, the sum of every rank's accumulator there; every
+// rank contributes S in full, the rest of its accumulator (its own chunk's
+// too) stays in its residual. Volume per rank: the index phase above, plus
+// 4 (m - m_me) bytes of values (m_me: S's indexes in its own range), at most
+// 4k bytes: k words, never more than the allreduce's ring 2k(P-1)/P
+// (P >= 2), and k(P-1)/P words, half of it, when S is spread evenly.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -44,6 +56,7 @@
 #include "algorithms/dense/dense.h"
 #include "algorithms/sparse/collectives.h"
 #include "algorithms/sparse/reference_frame.h"
+#include "algorithms/sparse/shared_reduce_scatter.h"
 #include "algorithms/sparse/sparse_common.h"
 #include "algorithms/sparse/wire_format.h"
 
@@ -143,24 +156,9 @@ class Cltk final : public SparseAlgorithm {
   Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params, size_t k,
                   float* acc, const FrameStats&, float* result) override {
     device::Backend& dev = ctx.dev;
-    const int P = ctx.net.size(), me = ctx.net.rank();
     const size_t n = args.count;
-    const int leader = leaderOf(&keys_, scheduleKey(args), n, P);
-    const size_t L = leadersOf(params.cltkLeaders, P, k);
-
     Coo sel(dev);
-    if (L == 1) {
-      // The shared index set: the leader's top-k, broadcast without values.
-      device::HostArray<uint8_t> msg(dev);
-      if (me == leader) {
-        GC_CHECK(selectTopk(dev, acc, n, k, 0, &sel));
-        GC_CHECK(encodeIndexes(dev, sel, n, &msg));
-      }
-      GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, indexMessageBound(n, k), &msg));
-      if (me != leader) GC_CHECK(decodeIndexes(dev, msg, n, k, leader, &sel));
-    } else {
-      GC_CHECK(unionOfLeaders(ctx, acc, n, k / L, leader, L, &sel));
-    }
+    GC_CHECK(sharedIndexes(ctx, args, params, k, acc, &sel));
     const size_t m = sel.size();
     if (m == 0) return dev.sync();  // the leader's accumulator is all zero: nothing to send
 
@@ -169,9 +167,51 @@ class Cltk final : public SparseAlgorithm {
     vals.resize(m);
     GC_CHECK(dev.gatherValues(vals.data(), acc, n, sel.idx.data(), m));
     GC_CHECK(dev.scatterZero(acc, n, 0, sel.idx.data(), m));
-    if (P > 1) GC_CHECK(dense::ringAllreduce(ctx, vals.data(), m, DataType::Float32, &stage_));
+    if (ctx.net.size() > 1)
+      GC_CHECK(dense::ringAllreduce(ctx, vals.data(), m, DataType::Float32, &stage_));
     GC_CHECK(dev.scatterAdd(result, n, 0, sel.idx.data(), vals.data(), m));
     return dev.sync();  // the decode read `msg`; its errors surface here
+  }
+
+  bool hasReduceScatter() const override { return true; }
+  // The reduce-scatter form: the same shared set; each owner gets only the
+  // values inside its range (shared_reduce_scatter.h). Contributed in full.
+  Status scheduleReduceScatter(Context& ctx, const AllreduceArgs& args,
+                               const SparseParams& params, size_t k, float* acc,
+                               const FrameStats&, float* result) override {
+    device::Backend& dev = ctx.dev;
+    const size_t n = args.count;
+    Coo sel(dev);
+    GC_CHECK(sharedIndexes(ctx, args, params, k, acc, &sel));
+    const size_t m = sel.size();
+    if (m == 0) return dev.sync();
+    device::DeviceArray<float>& vals = vals_.bind(dev);
+    vals.resize(m);
+    GC_CHECK(dev.gatherValues(vals.data(), acc, n, sel.idx.data(), m));
+    GC_CHECK(dev.scatterZero(acc, n, 0, sel.idx.data(), m));
+    return reduceScatterSharedValues(ctx, sel, vals.data(), n, result, &shared_);
+  }
+
+  // The call's shared index set (sorted, at most k, identical on every
+  // rank): the leader's top-k broadcast (L = 1) or the leaders' union.
+  Status sharedIndexes(Context& ctx, const AllreduceArgs& args, const SparseParams& params,
+                       size_t k, float* acc, Coo* sel) {
+    device::Backend& dev = ctx.dev;
+    const int P = ctx.net.size(), me = ctx.net.rank();
+    const size_t n = args.count;
+    const int leader = leaderOf(&keys_, scheduleKey(args), n, P);
+    const size_t L = leadersOf(params.cltkLeaders, P, k);
+    if (L > 1) return unionOfLeaders(ctx, acc, n, k / L, leader, L, sel);
+    // The shared index set: the leader's top-k, broadcast without values.
+    device::HostArray<uint8_t>& msg = msg_.bind(dev);
+    msg.clear();
+    if (me == leader) {
+      GC_CHECK(selectTopk(dev, acc, n, k, 0, sel));
+      GC_CHECK(encodeIndexes(dev, *sel, n, &msg));
+    }
+    GC_CHECK(broadcastBlock(ctx, kStepIndexes, leader, indexMessageBound(n, k), &msg));
+    if (me != leader) GC_CHECK(decodeIndexes(dev, msg, n, k, leader, sel));
+    return Status::Ok();
   }
 
   // L > 1: each leader's top-`share` indexes (a header alone from the other
@@ -220,12 +260,17 @@ class Cltk final : public SparseAlgorithm {
 
   std::map<uint64_t, KeyCalls> keys_;
   device::DeviceArray<float> vals_, zeros_;
+  device::HostArray<uint8_t> msg_;  // the leader's index message (kept: decodes read it)
   dense::Staging stage_;
+  SharedExchangeStage shared_;
 };
 
+// reduceScatter: the reduce-scatter form's reference (the owners' sums over
+// the whole tensor, shared_reduce_scatter.h), else the allreduce's ring.
 class CltkReference final : public SparseReference {
  public:
-  using SparseReference::SparseReference;
+  CltkReference(int nranks, bool reduceScatter)
+      : SparseReference(nranks), reduceScatter_(reduceScatter) {}
 
  private:
   Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& sum) override {
@@ -245,6 +290,13 @@ class CltkReference final : public SparseReference {
     const std::vector<uint64_t> sorted(chosen.begin(), chosen.end());
     const size_t m = sorted.size();
     const uint64_t* idx = sorted.data();
+    if (reduceScatter_) {
+      std::vector<const float*> accs;
+      for (int r = 0; r < P; ++r) accs.push_back(frame().acc(r));
+      referenceSharedSums(accs, n, idx, m, &sum);
+      for (int r = 0; r < P; ++r) GC_CHECK(cpu.scatterZero(frame().acc(r), n, 0, idx, m));
+      return Status::Ok();
+    }
     std::vector<float> vals(m);
     for (size_t c = 0; c < size_t(P); ++c) {  // the ring's order per chunk of the k-vector
       const dense::Chunk ch = dense::chunkOf(m, P, int(c));
@@ -258,6 +310,7 @@ class CltkReference final : public SparseReference {
     return cpu.scatterAdd(sum.data(), n, 0, idx, vals.data(), m);
   }
 
+  bool reduceScatter_;
   std::map<uint64_t, KeyCalls> keys_;
 };
 
@@ -266,10 +319,13 @@ class CltkReference final : public SparseReference {
 GC_REGISTER_ALGORITHM(cltk, {
     "cltk",
     "shared-index top-k: a rotating leader's top-k indices broadcast, every rank's values there "
-    "summed by a dense ring (2k(P-1)/P values per rank, the sparse volume bound); error feedback",
+    "summed by a dense ring (2k(P-1)/P values per rank, the sparse volume bound); error feedback; "
+    "reduce-scatter: each owner gets the values at the shared indexes in its range (<= k)",
     {param::Id::DENSITY, param::Id::WARMUP_CALLS, param::Id::EF, param::Id::CLTK_LEADERS},
     [] { return std::unique_ptr<Algorithm>(new Cltk()); },
-    [](int nranks) { return std::unique_ptr<Reference>(new CltkReference(nranks)); },
+    [](int nranks) { return std::unique_ptr<Reference>(new CltkReference(nranks, false)); },
+    false,
+    [](int nranks) { return std::unique_ptr<Reference>(new CltkReference(nranks, true)); },
 });
 
 }  // namespace gradcomp::algo::sparse

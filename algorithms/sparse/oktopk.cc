@@ -11,6 +11,7 @@
 namespace gradcomp::algo::sparse::oktopk {
 
 std::unique_ptr<Reference> makeReference(int nranks);  // oktopk_reference.cc
+std::unique_ptr<Reference> makeReduceScatterReference(int nranks);
 
 namespace {
 
@@ -57,6 +58,26 @@ class OkTopk final : public SparseAlgorithm {
                               result.size());
   }
 
+  bool hasReduceScatter() const override { return true; }
+  // The reduce-scatter form (oktopk.h): local selection, split-and-reduce
+  // over NCCL's ranges straight into the shard; all of L_i is contributed.
+  Status scheduleReduceScatter(Context& ctx, const AllreduceArgs& args,
+                               const SparseParams& params, size_t k, float* acc,
+                               const FrameStats& stats, float* out) override {
+    const size_t n = args.count;
+    KeyState& st = keys_[scheduleKey(args)];
+    const bool fused = reusedThreshold(st, n, params) >= 0;
+    if (st.count != n) st = KeyState{n, 0, {}, {}, {}};
+    const Schedule sched = scheduleOf(st.compressedCalls++, params);
+    Coo local(ctx.dev);
+    GC_CHECK(selectLocal(ctx.dev, acc, n, k, sched.evaluate || k >= n,
+                         fused ? stats.above : kNotCounted, &st.local, &local));
+    GC_CHECK(splitAndReduce(ctx, local, ownerBounds(n, ctx.net.size()), k, out));
+    GC_TRACE(ALGO, "oktopk reduce-scatter key %#llx: n %zu k %zu local %zu",
+             (unsigned long long)scheduleKey(args), n, k, local.size());
+    return ctx.dev.scatterZero(acc, n, 0, local.idx.data(), local.size());
+  }
+
   std::map<uint64_t, KeyState> keys_;
   // This rank's reduced region, kept across calls: a fresh n/P-float buffer
   // per call cost page faults on every call (perf, 100 MiB).
@@ -68,11 +89,14 @@ class OkTopk final : public SparseAlgorithm {
 GC_REGISTER_ALGORITHM(oktopk, {
     "oktopk",
     "Ok-Topk O(k) sparse allreduce: reused local/global top-k thresholds, balanced regions, "
-    "rotated split-and-reduce, balanced allgatherv; error feedback on the contributed set",
+    "rotated split-and-reduce, balanced allgatherv; error feedback on the contributed set; "
+    "reduce-scatter: split-and-reduce of the local top-k over NCCL's ranges",
     {param::Id::DENSITY, param::Id::TOPK_TAU, param::Id::TOPK_TAU_PRIME, param::Id::WARMUP_CALLS,
      param::Id::EF},
     [] { return std::unique_ptr<Algorithm>(new OkTopk()); },
     [](int nranks) { return makeReference(nranks); },
+    false,
+    [](int nranks) { return makeReduceScatterReference(nranks); },
 });
 
 }  // namespace gradcomp::algo::sparse::oktopk

@@ -3,6 +3,23 @@
 // exact every TOPK_TAU_PRIME calls and reused (nudged) in between, identical
 // on every rank.
 //
+// Reduce-scatter form (docs/design.md, "Sparse reduce-scatter"): Ok-Topk's
+// split-and-reduce over NCCL's fixed ranges (ownerBounds) instead of balanced
+// regions, with no global phase. Each rank selects L_i from the whole
+// accumulator with the allreduce form's local threshold machinery (exact every
+// TOPK_TAU_PRIME calls, reused and nudged between, never more than k entries,
+// k = DENSITY x count; exact every call when k >= count, so density 1 selects
+// every non-zero and equals dense), sends the entries in rank j's range to rank j (COO,
+// DenseStream or dense, whichever is smallest), and rank j returns
+// sum_i L_i restricted to its range, summed in the order j, j-1, ..., j+1
+// (mod P). Everything selected is contributed, the owner's own entries
+// included; unselected entries, the owner's own chunk's too, stay in the
+// residual (of the whole tensor). Wire per rank: P - 1 messages of a 40-byte
+// header and min(8 e_j, DenseStream, 4 recvcount) bytes for the e_j entries
+// bound to rank j, so at most 40(P-1) + min(8k, 4 count (P-1)/P) bytes
+// (2k words + 10(P-1) header words; 4-byte offsets while recvcount <= 2^32,
+// else 12 bytes an entry). Ok-Topk's allreduce sends up to 6k(P-1)/P words.
+//
 // The decision logic lives here as plain functions over data, shared by the
 // distributed schedule (oktopk.cc, oktopk_split.cc, oktopk_gather.cc) and the
 // central reference (oktopk_reference.cc), so both decide identically.
@@ -107,6 +124,9 @@ inline float reusedThreshold(const KeyState& st, size_t n, const SparseParams& p
 // selection (each holds at most k entries), into *region (dense fp32).
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
                       size_t k, device::DeviceArray<float>* region);
+// The same into regionData (fp32, the region's length, zero on entry).
+Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
+                      size_t k, float* regionData);
 // Every rank's reduced region non-zeros (each region holds at most P*k) to
 // every rank, in index order (allgatherBlocks, each in its smallest format).
 Status gatherRegions(Context& ctx, const device::DeviceArray<float>& region,

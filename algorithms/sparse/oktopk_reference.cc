@@ -74,10 +74,57 @@ class OkTopkReference final : public SparseReference {
   std::map<uint64_t, State> keys_;
 };
 
+// The reduce-scatter form: every rank's local selection (same threshold
+// machinery), summed per owner range in the rotated order, all contributed.
+// Fills the whole tensor; rank j's shard is its range of it.
+class OkTopkReduceScatterReference final : public SparseReference {
+ public:
+  using SparseReference::SparseReference;
+
+ private:
+  Status schedule(const AllreduceArgs& args, size_t k, std::vector<float>& sum) override {
+    device::Backend& cpu = device::cpuBackend();
+    const int P = frame().nranks();
+    const size_t n = args.count;
+    State& st = keys_[scheduleKey(args)];
+    if (st.count != n) st = State{n, 0, std::vector<Threshold>(P)};
+    const Schedule sched = scheduleOf(st.compressedCalls++, frame().params());
+    const std::vector<uint64_t> bounds = ownerBounds(n, P);
+    std::vector<Coo> local;
+    std::vector<std::vector<size_t>> starts(P);
+    for (int r = 0; r < P; ++r) {
+      local.emplace_back(cpu);
+      GC_CHECK(selectLocal(cpu, frame().acc(r), n, k, sched.evaluate || k >= n, kNotCounted,
+                           &st.local[r], &local[r]));
+      GC_CHECK(rangesOf(cpu, local[r], bounds, &starts[r]));
+    }
+    for (int j = 0; j < P; ++j)
+      for (int s = 0; s < P; ++s) {
+        const int r = (j - s + P) % P;
+        GC_CHECK(cpu.scatterAdd(sum.data(), n, 0, local[r].idx.data() + starts[r][j],
+                                local[r].val.data() + starts[r][j],
+                                starts[r][j + 1] - starts[r][j]));
+      }
+    for (int r = 0; r < P; ++r)
+      GC_CHECK(cpu.scatterZero(frame().acc(r), n, 0, local[r].idx.data(), local[r].size()));
+    return Status::Ok();
+  }
+  struct State {
+    size_t count = 0;
+    uint64_t compressedCalls = 0;
+    std::vector<Threshold> local;
+  };
+  std::map<uint64_t, State> keys_;
+};
+
 }  // namespace
 
 std::unique_ptr<Reference> makeReference(int nranks) {
   return std::unique_ptr<Reference>(new OkTopkReference(nranks));
+}
+
+std::unique_ptr<Reference> makeReduceScatterReference(int nranks) {
+  return std::unique_ptr<Reference>(new OkTopkReduceScatterReference(nranks));
 }
 
 }  // namespace gradcomp::algo::sparse::oktopk

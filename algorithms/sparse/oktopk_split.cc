@@ -26,17 +26,23 @@ constexpr int kMaxInFlight = 4;
 
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
                       size_t k, device::DeviceArray<float>* region) {
+  const int me = ctx.net.rank();
+  GC_CHECK(region->bind(ctx.dev).assignZero(bounds[me + 1] - bounds[me]));
+  return splitAndReduce(ctx, local, bounds, k, region->data());
+}
+
+Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
+                      size_t k, float* regionData) {
   device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), me = ctx.net.rank();
   const uint64_t lo = bounds[me], len = bounds[me + 1] - lo;
   const uint64_t tag = transport::makeTag(ctx.callSeq, kStepSplit);
-  GC_CHECK(region->bind(dev).assignZero(len));
 
   // Where each destination's entries start in the sorted selection.
   std::vector<size_t> starts;
   GC_CHECK(rangesOf(dev, local, bounds, &starts));
   // Own entries first (step 0 of the reduce order).
-  GC_CHECK(dev.scatterAdd(region->data(), len, lo, local.idx.data() + starts[me],
+  GC_CHECK(dev.scatterAdd(regionData, len, lo, local.idx.data() + starts[me],
                           local.val.data() + starts[me], starts[me + 1] - starts[me]));
   if (P == 1) return Status::Ok();
 
@@ -81,7 +87,7 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
                             piece.val.data(), maxIn, src, &nnz, &used));
       GC_REQUIRE(used == got[s], Err::RemoteError,
                  "oktopk split: rank %d's message has %zu bytes after its end", src, got[s] - used);
-      GC_CHECK(dev.scatterAdd(region->data(), len, lo, piece.idx.data(), piece.val.data(), nnz));
+      GC_CHECK(dev.scatterAdd(regionData, len, lo, piece.idx.data(), piece.val.data(), nnz));
     }
     current = std::move(next);
   }

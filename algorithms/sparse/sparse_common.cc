@@ -30,6 +30,13 @@ size_t topkCount(double density, size_t n) {
   return k >= double(n) ? n : size_t(k);
 }
 
+std::vector<uint64_t> ownerBounds(size_t count, int nranks) {
+  std::vector<uint64_t> b(size_t(nranks) + 1);
+  const uint64_t rc = uint64_t(count) / uint64_t(nranks);
+  for (int j = 0; j <= nranks; ++j) b[size_t(j)] = rc * uint64_t(j);
+  return b;
+}
+
 Status Coo::assign(const Coo& o) {
   if (idx.backend() == nullptr && o.idx.backend()) bind(*o.idx.backend());
   GC_CHECK(idx.assign(o.idx));
@@ -86,7 +93,7 @@ Status SparseFrame::runDense(Context& ctx, const AllreduceArgs& args) {
                algorithmNames().c_str());
     dense_ = info->create();
   }
-  return dense_->allreduce(ctx, args);
+  return runCollective(*dense_, ctx, args);  // a reduce-scatter runs dense's
 }
 
 Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls,
@@ -128,14 +135,30 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
 
 Status SparseFrame::finish(Context& ctx, const AllreduceArgs& args, const float* result) {
   if (efActive_) GC_CHECK(ctx.errorFeedback->end(ctx.dev, residualKey(args), acc_));
+  const size_t out = outputCount(args, ctx.net.size());
   if (result != args.recvBuf)
-    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, result, DataType::Float32, args.count));
-  if (args.op == RedOp::Avg) GC_CHECK(ctx.dev.divide(args.recvBuf, args.count, args.dtype,
+    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, result, DataType::Float32, out));
+  if (args.op == RedOp::Avg) GC_CHECK(ctx.dev.divide(args.recvBuf, out, args.dtype,
                                                      ctx.net.size()));
   return ctx.dev.sync();
 }
 
 Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
+  return run(ctx, args);
+}
+
+Status SparseAlgorithm::reduceScatter(Context& ctx, const AllreduceArgs& args) {
+  GC_REQUIRE(hasReduceScatter(), Err::Unsupported, "this sparse algorithm has no reduce-scatter "
+             "form");
+  return run(ctx, args);
+}
+
+Status SparseAlgorithm::scheduleReduceScatter(Context&, const AllreduceArgs&, const SparseParams&,
+                                              size_t, float*, const FrameStats&, float*) {
+  return makeStatus(Err::Unsupported, "this sparse algorithm has no reduce-scatter form");
+}
+
+Status SparseAlgorithm::run(Context& ctx, const AllreduceArgs& args) {
   SparseParams params;
   GC_CHECK(params.read(ctx.config));
   bool compress = false;
@@ -144,18 +167,22 @@ Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
                         &stats));
   if (!compress) return Status::Ok();
   // fp32: the result is summed straight into recvBuf (the input already sits
-  // in acc), which saves a pass over the buffer; finish() then converts
-  // nothing.
+  // in acc, also in NCCL's in-place reduce-scatter layout), which saves a
+  // pass over the buffer; finish() then converts nothing.
+  const size_t out = outputCount(args, ctx.net.size());
   float* result = nullptr;
   if (args.dtype == DataType::Float32) {
     result = static_cast<float*>(args.recvBuf);
   } else {
-    result_.bind(ctx.dev).resize(args.count);
+    result_.bind(ctx.dev).resize(out);
     result = result_.data();
   }
-  GC_CHECK(ctx.dev.zero(result, args.count * sizeof(float)));
-  GC_CHECK(schedule(ctx, args, params, topkCount(params.density, args.count), frame_.acc(), stats,
-                    result));
+  GC_CHECK(ctx.dev.zero(result, out * sizeof(float)));
+  const size_t k = topkCount(params.density, args.count);
+  if (args.coll == Collective::ReduceScatter)
+    GC_CHECK(scheduleReduceScatter(ctx, args, params, k, frame_.acc(), stats, result));
+  else
+    GC_CHECK(schedule(ctx, args, params, k, frame_.acc(), stats, result));
   return frame_.finish(ctx, args, result);
 }
 

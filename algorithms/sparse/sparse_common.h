@@ -90,19 +90,31 @@ struct FrameStats {
   uint64_t above = 0;  // entries above the threshold the algorithm asked for
 };
 
-// Per-call frame shared by every sparse algorithm.
+// Elements a call returns: count (allreduce) or recvcount = count / P
+// (reduce-scatter, NCCL's layout: algorithm.h).
+inline size_t outputCount(const AllreduceArgs& a, int nranks) {
+  return a.coll == Collective::ReduceScatter ? recvCountOf(a, nranks) : a.count;
+}
+
+// NCCL's reduce-scatter ranges: rank j owns [j * count / P, (j + 1) * count / P)
+// (P + 1 boundaries; count is a multiple of P).
+std::vector<uint64_t> ownerBounds(size_t count, int nranks);
+
+// Per-call frame shared by every sparse algorithm (allreduce and
+// reduce-scatter alike: the accumulator always covers the whole tensor).
 class SparseFrame {
  public:
   // Decides what this call does. *compress = false: the call ran dense
   // (warm-up, integer dtype, non-finite input) and is complete. Otherwise
   // acc() holds residual + input in fp32 and the caller runs its schedule,
   // then finish(). countThreshold >= 0: stats->above counts |acc| above it
-  // in the same pass.
+  // in the same pass. Dense calls run runCollective(dense), so a
+  // reduce-scatter runs dense's ring reduce-scatter.
   Status begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls, float countThreshold,
                bool* compress, FrameStats* stats);
   float* acc() { return acc_; }
   // Keeps the residual (acc with the contributed entries zeroed by the
-  // caller) and writes result (dense fp32, count, device memory) to
+  // caller) and writes result (dense fp32, outputCount, device memory) to
   // args.recvBuf, unless result already is recvBuf. Syncs.
   Status finish(Context& ctx, const AllreduceArgs& args, const float* result);
 
@@ -124,6 +136,9 @@ class SparseFrame {
 class SparseAlgorithm : public Algorithm {
  public:
   Status allreduce(Context& ctx, const AllreduceArgs& args) final;
+  // The frame around scheduleReduceScatter (subclasses that override it say
+  // so in hasReduceScatter).
+  Status reduceScatter(Context& ctx, const AllreduceArgs& args) final;
 
  protected:
   // Runs when the call compresses. acc: residual + input (fp32, args.count,
@@ -133,6 +148,14 @@ class SparseAlgorithm : public Algorithm {
   // stats: what the frame counted for fusedThreshold().
   virtual Status schedule(Context& ctx, const AllreduceArgs& args, const SparseParams& params,
                           size_t k, float* acc, const FrameStats& stats, float* result) = 0;
+  // The reduce-scatter form (args.coll == ReduceScatter): acc as above (the
+  // whole tensor, args.count); `result` is this rank's shard (dense fp32,
+  // recvcount, zero on entry; for fp32 calls args.recvBuf, which in place
+  // overlaps the input: the input is only read before, into acc). Default:
+  // Unsupported.
+  virtual Status scheduleReduceScatter(Context& ctx, const AllreduceArgs& args,
+                                       const SparseParams& params, size_t k, float* acc,
+                                       const FrameStats& stats, float* result);
   // A threshold the schedule wants counted in the frame's pass (< 0: none).
   virtual float fusedThreshold(const AllreduceArgs& args, const SparseParams& params) {
     (void)args, (void)params;
@@ -140,6 +163,7 @@ class SparseAlgorithm : public Algorithm {
   }
 
  private:
+  Status run(Context& ctx, const AllreduceArgs& args);
   SparseFrame frame_;
   device::DeviceArray<float> result_;
 };
