@@ -170,7 +170,7 @@ struct AlgorithmInfo {
   // The reduce-scatter form's reference (null: no reduce-scatter form). Its
   // expect() gets args.coll == ReduceScatter and fills the whole tensor's
   // count values: rank r must return elements [r * recvcount, ...) of them.
-  std::function<std::unique_ptr<Reference>(int nranks)> reduceScatterReference;
+  std::function<std::unique_ptr<Reference>(int nranks)> reduceScatterReference = nullptr;
 };
 
 void registerAlgorithm(AlgorithmInfo info);

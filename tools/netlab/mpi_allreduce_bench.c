@@ -7,7 +7,12 @@
  * every element (small integers: exact in float for P < 4096); "wrong" counts
  * the elements of the last call that differ, summed over ranks.
  *
- *   mpirun ... mpi_allreduce_bench [-n ITERS] [-w WARMUP] SIZE...   (SIZE: 4M, 100M, 1G, 1048576)
+ *   mpirun ... mpi_allreduce_bench [-n ITERS] [-w WARMUP] [-r] SIZE...   (SIZE: 4M, 100M, 1G)
+ *
+ * -r times MPI_Reduce_scatter_block instead (the baseline of gradcomp-bench
+ * --coll reducescatter): SIZE is the whole input, rounded down to P equal
+ * blocks; "count" is the block (recvcount) and the JSON gains
+ * "coll": "reducescatter"; "wrong" checks each rank's block.
  *
  * Which algorithm Open MPI uses comes from mpirun's MCA parameters (e.g.
  * coll_tuned_use_dynamic_rules 1 + coll_tuned_allreduce_algorithm 4 = ring);
@@ -41,11 +46,14 @@ static int parse_count(const char* flag, const char* text, int lo, int hi, int* 
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank = 0, nranks = 1, iters = 5, warmup = 1, first = 1;
+  int rank = 0, nranks = 1, iters = 5, warmup = 1, first = 1, scatter = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   for (; first + 1 < argc; first += 2) {
-    if (!strcmp(argv[first], "-n")) {
+    if (!strcmp(argv[first], "-r")) {
+      scatter = 1;
+      --first;  /* no value */
+    } else if (!strcmp(argv[first], "-n")) {
       if (!parse_count("-n", argv[first + 1], 1, 100000, &iters)) MPI_Abort(MPI_COMM_WORLD, 2);
     } else if (!strcmp(argv[first], "-w")) {
       if (!parse_count("-w", argv[first + 1], 0, 100000, &warmup)) MPI_Abort(MPI_COMM_WORLD, 2);
@@ -65,9 +73,11 @@ int main(int argc, char** argv) {
                 argv[a]);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    const int count = (int)(bytes / sizeof(float));
+    const int block = (int)(bytes / sizeof(float)) / nranks;
+    const int count = scatter ? block * nranks : (int)(bytes / sizeof(float));
     float* buf = malloc((size_t)count * sizeof(float));
-    if (!buf) {
+    float* out = scatter ? malloc((size_t)block * sizeof(float) + 1) : buf;
+    if (!buf || !out) {
       fprintf(stderr, "mpi_allreduce_bench: rank %d cannot allocate %lld bytes\n", rank, bytes);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -76,21 +86,26 @@ int main(int argc, char** argv) {
       for (int i = 0; i < count; ++i) buf[i] = (float)(rank + 1);  /* refill: in place */
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
-      MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (scatter)
+        MPI_Reduce_scatter_block(buf, out, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      else
+        MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (it >= warmup) elapsed += MPI_Wtime() - t0;
     }
     const float expect = (float)nranks * (float)(nranks + 1) / 2.0f;
     long long wrong = 0, wrongAll = 0;
-    for (int i = 0; i < count; ++i) wrong += buf[i] != expect;
+    for (int i = 0; i < (scatter ? block : count); ++i) wrong += out[i] != expect;
     double meanUs = elapsed / iters * 1e6, maxUs = 0;
     MPI_Reduce(&meanUs, &maxUs, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&wrong, &wrongAll, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-      printf("{\"impl\": \"mpi\", \"ranks\": %d, \"size_bytes\": %lld, \"count\": %d, \"iters\": %d, "
-             "\"time_us\": %.3f, \"wrong\": %lld}\n",
-             nranks, (long long)count * 4, count, iters, maxUs, wrongAll);
+      printf("{\"impl\": \"mpi\", %s\"ranks\": %d, \"size_bytes\": %lld, \"count\": %d, "
+             "\"iters\": %d, \"time_us\": %.3f, \"wrong\": %lld}\n",
+             scatter ? "\"coll\": \"reducescatter\", " : "", nranks, (long long)count * 4,
+             scatter ? block : count, iters, maxUs, wrongAll);
       fflush(stdout);
     }
+    if (out != buf) free(out);
     free(buf);
   }
   MPI_Finalize();
