@@ -145,6 +145,92 @@ class Posted {
 // encodes at memory speed, slower than the network at 1 Gbit/s and up).
 constexpr int kSendGroups = 4;
 
+// Phase 1 over `ranges` (ranges[j]: owner j's chunk): posts every receive,
+// encodes and sends every other rank's chunk (residual updated in the same
+// pass), and leaves in sum[0..ranges[r].size) the owner's fp32 sum in rank
+// order, its own chunk exact (avg: / P). zeroOwn: the residual's own chunk is
+// zeroed after the sum read it (nothing of it stays behind). The sends stay
+// posted in *p1 (their payloads in ws->send); the decodes complete at the
+// next sync.
+Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp op,
+                   const float* acc, const std::vector<ChunkRange>& ranges, float* sum,
+                   float* residual, bool zeroOwn, uint64_t tag, Workspace* ws, Posted* p1) {
+  device::Backend& dev = ctx.dev;
+  const int P = ctx.net.size(), r = ctx.net.rank();
+  const ChunkRange mine = ranges[size_t(r)];
+  ws->bindPeers(dev, P);
+  std::vector<device::HostArray<uint8_t>>& sendBuf = ws->send;
+  std::vector<device::HostArray<uint8_t>>& recvBuf = ws->recv;
+
+  // Every receive first, then every other chunk encoded for its owner and
+  // sent, in groups, starting with the next rank (rotated, so the ranks do
+  // not all send to the same owner first).
+  std::vector<size_t> slot(size_t(P), 0);
+  for (int j = 0; j < P; ++j) {
+    if (j == r) continue;
+    recvBuf[j].resize(codec.encodedBytes(mine.size));
+    GC_CHECK(p1->recv(j, tag, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
+  }
+  const int group = std::max(1, (P - 1 + kSendGroups - 1) / kSendGroups);
+  for (int first = 1; first < P; first += group) {
+    const int last = std::min(P, first + group);
+    for (int s = first; s < last; ++s) {
+      const int j = (r + s) % P;
+      const ChunkRange c = ranges[size_t(j)];
+      sendBuf[j].resize(codec.encodedBytes(c.size));
+      GC_CHECK(codec.encode(dev, acc + c.begin, c.size, c.begin, stream, sendBuf[j].data(),
+                            residual ? residual + c.begin : nullptr));
+    }
+    GC_CHECK(dev.sync());
+    for (int s = first; s < last; ++s) {
+      const int j = (r + s) % P;
+      GC_CHECK(p1->send(j, tag, sendBuf[j].data(), sendBuf[j].size()));
+    }
+  }
+
+  // The owner's sum in rank order, its own chunk exact; each contribution is
+  // decoded as soon as it (and those before it) arrived.
+  for (int s = 0; s < P; ++s) {
+    if (s == r) {
+      if (s == 0) GC_CHECK(dev.copy(sum, acc + mine.begin, mine.size * 4));
+      else GC_CHECK(dev.add(sum, sum, acc + mine.begin, mine.size, DataType::Float32));
+    } else {
+      GC_CHECK(p1->wait(slot[s], "quantized reduce-scatter"));
+      GC_CHECK(codec.decode(dev, recvBuf[s].data(), mine.size, s, sum, s != 0));
+    }
+  }
+  // In stream order after the sum read acc there.
+  if (residual && zeroOwn && mine.size) GC_CHECK(dev.zero(residual + mine.begin, mine.size * 4));
+  return finishSum(dev, op, P, sum, mine.size);
+}
+
+// Owner j's sum over chunk c (central mirror of reducePhase): sum gets it,
+// contribution[s] (nullable) what rank s's part decodes to there.
+Status simulateOwnerSum(device::Backend& dev, const ChunkCodec& codec, const ExchangeSeeds& seeds,
+                        RedOp op, const std::vector<std::vector<float>>& acc, ChunkRange c, int j,
+                        std::vector<float>* sum, std::vector<std::vector<float>>* contribution) {
+  const int P = int(acc.size());
+  std::vector<uint8_t> buf;
+  std::vector<float> part;
+  sum->assign(c.size, 0.0f);
+  for (int s = 0; s < P; ++s) {
+    const float* src = acc[s].data() + c.begin;
+    if (s == j) {
+      part.assign(src, src + c.size);
+    } else {
+      buf.resize(codec.encodedBytes(c.size));
+      part.resize(c.size);
+      GC_CHECK(codec.encode(dev, src, c.size, c.begin, seeds.phase1(s), buf.data(), nullptr));
+      GC_CHECK(codec.decode(dev, buf.data(), c.size, s, part.data(), false));
+    }
+    if (contribution) std::copy(part.begin(), part.end(), (*contribution)[s].begin() + c.begin);
+    // Same fp32 operations as the owner: copy for rank 0, add after.
+    if (s == 0) *sum = part;
+    else GC_CHECK(dev.add(sum->data(), sum->data(), part.data(), c.size, DataType::Float32));
+  }
+  return finishSum(dev, op, P, sum->data(), c.size);
+}
+
 }  // namespace
 
 Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& phase2,
@@ -154,62 +240,24 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), r = ctx.net.rank();
   const size_t align = phase1.align();
-  const ChunkRange mine = chunkRange(n, P, r, align);
+  std::vector<ChunkRange> ranges(static_cast<size_t>(P));
+  for (int j = 0; j < P; ++j) ranges[j] = chunkRange(n, P, j, align);
+  const ChunkRange mine = ranges[size_t(r)];
   const uint64_t tag1 = transport::makeTag(ctx.callSeq, firstStep);
   const uint64_t tag2 = transport::makeTag(ctx.callSeq, firstStep + 1);
   ws->bind(dev);
   ws->bindPeers(dev, P);
-  std::vector<device::HostArray<uint8_t>>& sendBuf = ws->send;
   std::vector<device::HostArray<uint8_t>>& recvBuf = ws->recv;
-
-  // Phase 1: every receive first, then every other chunk encoded for its
-  // owner (the residual update in the same pass, in place when residual is
-  // acc) and sent, in groups, starting with the next rank (rotated, so the
-  // ranks do not all send to the same owner first).
-  Posted p1(ctx.net);
   std::vector<size_t> slot(size_t(P), 0);
-  for (int j = 0; j < P; ++j) {
-    if (j == r) continue;
-    recvBuf[j].resize(phase1.encodedBytes(mine.size));
-    GC_CHECK(p1.recv(j, tag1, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
-  }
-  const int group = std::max(1, (P - 1 + kSendGroups - 1) / kSendGroups);
-  for (int first = 1; first < P; first += group) {
-    const int last = std::min(P, first + group);
-    for (int s = first; s < last; ++s) {
-      const int j = (r + s) % P;
-      const ChunkRange c = chunkRange(n, P, j, align);
-      sendBuf[j].resize(phase1.encodedBytes(c.size));
-      GC_CHECK(phase1.encode(dev, acc + c.begin, c.size, c.begin, seeds.phase1(r),
-                             sendBuf[j].data(), residual ? residual + c.begin : nullptr));
-    }
-    GC_CHECK(dev.sync());
-    for (int s = first; s < last; ++s) {
-      const int j = (r + s) % P;
-      GC_CHECK(p1.send(j, tag1, sendBuf[j].data(), sendBuf[j].size()));
-    }
-  }
 
-  // The owner's sum in rank order, its own chunk exact; each contribution is
-  // decoded as soon as it (and those before it) arrived.
+  // Phase 1. With owner feedback the phase-2 encoding below writes the own
+  // chunk's residual instead of zeroing it.
+  Posted p1(ctx.net);
+  float* ownerResidual = residual && ownerFeedback ? residual + mine.begin : nullptr;
   device::DeviceArray<float>& sum = ws->sum;
   sum.resize(mine.size);
-  for (int s = 0; s < P; ++s) {
-    if (s == r) {
-      if (s == 0) GC_CHECK(dev.copy(sum.data(), acc + mine.begin, mine.size * 4));
-      else GC_CHECK(dev.add(sum.data(), sum.data(), acc + mine.begin, mine.size, DataType::Float32));
-    } else {
-      GC_CHECK(p1.wait(slot[s], "quantized reduce-scatter"));
-      GC_CHECK(phase1.decode(dev, recvBuf[s].data(), mine.size, s, sum.data(), s != 0));
-    }
-  }
-  // The own chunk is taken exactly: nothing of it stays behind (with owner
-  // feedback the phase-2 encoding below writes that part of the residual;
-  // the sum above has read acc there already, in stream order).
-  float* ownerResidual = residual && ownerFeedback ? residual + mine.begin : nullptr;
-  if (residual && !ownerResidual && mine.size)
-    GC_CHECK(dev.zero(residual + mine.begin, mine.size * 4));
-  GC_CHECK(finishSum(dev, op, P, sum.data(), mine.size));
+  GC_CHECK(reducePhase(ctx, phase1, seeds.phase1(r), op, acc, ranges, sum.data(), residual,
+                       !ownerResidual, tag1, ws, &p1));
 
   // Phase 2: the owner's encoded sum to everyone; all decode the same bytes.
   device::HostArray<uint8_t>& ownBuf = ws->bytes;
@@ -251,27 +299,10 @@ Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const Ch
   if (contribution) contribution->assign(P, std::vector<float>(n, 0.0f));
   if (owner) owner->assign(P, OwnerResidual{});
   std::vector<uint8_t> buf;
-  std::vector<float> sum, part;
+  std::vector<float> sum;
   for (int j = 0; j < P; ++j) {  // owner j's chunk
     const ChunkRange c = chunkRange(n, P, j, phase1.align());
-    sum.assign(c.size, 0.0f);
-    for (int s = 0; s < P; ++s) {
-      const float* src = acc[s].data() + c.begin;
-      if (s == j) {
-        part.assign(src, src + c.size);
-        if (contribution) std::copy(part.begin(), part.end(), (*contribution)[s].begin() + c.begin);
-      } else {
-        buf.resize(phase1.encodedBytes(c.size));
-        part.resize(c.size);
-        GC_CHECK(phase1.encode(dev, src, c.size, c.begin, seeds.phase1(s), buf.data(), nullptr));
-        GC_CHECK(phase1.decode(dev, buf.data(), c.size, s, part.data(), false));
-        if (contribution) std::copy(part.begin(), part.end(), (*contribution)[s].begin() + c.begin);
-      }
-      // Same fp32 operations as the owner: copy for rank 0, add after.
-      if (s == 0) sum = part;
-      else GC_CHECK(dev.add(sum.data(), sum.data(), part.data(), c.size, DataType::Float32));
-    }
-    GC_CHECK(finishSum(dev, op, P, sum.data(), c.size));
+    GC_CHECK(simulateOwnerSum(dev, phase1, seeds, op, acc, c, j, &sum, contribution));
     buf.resize(phase2.encodedBytes(c.size));
     float* ownerResidual = nullptr;
     if (owner) {
@@ -284,6 +315,41 @@ Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const Ch
     if (ownerResidual && op == RedOp::Avg && P > 1 && c.size)
       GC_CHECK(dev.scale(ownerResidual, c.size, DataType::Float32, double(P)));
     GC_CHECK(phase2.decode(dev, buf.data(), c.size, j, out->data() + c.begin, false));
+  }
+  return Status::Ok();
+}
+
+ChunkRange shardRange(size_t recvCount, int j) { return {size_t(j) * recvCount, recvCount}; }
+
+Status reduceScatterCodes(Context& ctx, const ChunkCodec& codec, const ExchangeSeeds& seeds,
+                          RedOp op, const float* acc, size_t recvCount, float* out,
+                          float* residual, uint64_t firstStep, Workspace* ws) {
+  const int P = ctx.net.size(), r = ctx.net.rank();
+  std::vector<ChunkRange> ranges(static_cast<size_t>(P));
+  for (int j = 0; j < P; ++j) ranges[j] = shardRange(recvCount, j);
+  ws->bind(ctx.dev);
+  Posted p1(ctx.net);
+  GC_CHECK(reducePhase(ctx, codec, seeds.phase1(r), op, acc, ranges, out, residual, true,
+                       transport::makeTag(ctx.callSeq, firstStep), ws, &p1));
+  // The decodes read ws->recv and the sends ws->send: both complete here.
+  GC_CHECK(ctx.dev.sync());
+  GC_CHECK(p1.waitAll());
+  return Status::Ok();
+}
+
+Status simulateReduceScatter(device::Backend& dev, const ChunkCodec& codec,
+                             const ExchangeSeeds& seeds, RedOp op,
+                             const std::vector<std::vector<float>>& acc, std::vector<float>* out,
+                             std::vector<std::vector<float>>* contribution) {
+  const int P = int(acc.size());
+  const size_t n = acc.empty() ? 0 : acc[0].size(), recvCount = n / size_t(std::max(P, 1));
+  out->assign(n, 0.0f);
+  if (contribution) contribution->assign(P, std::vector<float>(n, 0.0f));
+  std::vector<float> sum;
+  for (int j = 0; j < P; ++j) {
+    const ChunkRange c = shardRange(recvCount, j);
+    GC_CHECK(simulateOwnerSum(dev, codec, seeds, op, acc, c, j, &sum, contribution));
+    std::copy(sum.begin(), sum.end(), out->begin() + c.begin);
   }
   return Status::Ok();
 }

@@ -19,6 +19,13 @@
 // for b-bit codes about b/32 of the dense ring's 2(P-1)/P * 4n bytes.
 // Payload sizes depend only on (count, P, codec), so they are identical on
 // every rank and a receive of any other length is a RemoteError.
+//
+// The reduce-scatter form (reduceScatterCodes) is phase 1 alone over NCCL's
+// fixed shards: rank j owns [j * recvcount, (j + 1) * recvcount), which need
+// not be bucket-aligned; a codec's buckets restart at each shard's start
+// (stochastic rounding still draws by the element's index in the tensor).
+// Wire per rank: the P-1 payloads of the shards it does not own, (P-1)/P of
+// the encoded tensor.
 #pragma once
 
 #include <cstddef>
@@ -124,6 +131,22 @@ Status simulateExchange(device::Backend& dev, const ChunkCodec& phase1, const Ch
                         const std::vector<std::vector<float>>& acc, std::vector<float>* out,
                         std::vector<std::vector<float>>* contribution,
                         std::vector<OwnerResidual>* owner = nullptr);
+
+// The reduce-scatter (phase 1 alone, shards as above): acc holds the whole
+// tensor (P * recvCount fp32 values), out gets this rank's recvCount sums
+// (device memory; fp32 in rank order, its own shard exact, avg: / P).
+// residual (nullable; acc itself with error feedback): acc - contribution,
+// 0 on the own shard. Uses tag step firstStep; complete on return.
+Status reduceScatterCodes(Context& ctx, const ChunkCodec& codec, const ExchangeSeeds& seeds,
+                          RedOp op, const float* acc, size_t recvCount, float* out,
+                          float* residual, uint64_t firstStep, Workspace* ws);
+// Its central mirror: out gets the whole tensor's n values (shard j as rank
+// j returns it), contribution[r] (nullable) what reduceScatterCodes gives
+// rank r. n = acc[r].size() must be a multiple of P.
+Status simulateReduceScatter(device::Backend& dev, const ChunkCodec& codec,
+                             const ExchangeSeeds& seeds, RedOp op,
+                             const std::vector<std::vector<float>>& acc, std::vector<float>* out,
+                             std::vector<std::vector<float>>* contribution);
 
 // Posts every receive, then every send, and waits; each receive must be
 // exactly its expected length (RemoteError naming the peer and `what`).

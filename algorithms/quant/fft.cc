@@ -13,6 +13,7 @@
 // payload (the time-domain part it did not get across).
 //
 // Wire bytes per rank: 16 (P-1) for the stats exchange + (P-1) * payload.
+// No reduce-scatter form (docs/design.md, "Reduce-scatter forms").
 #include <algorithm>
 #include <memory>
 
@@ -183,6 +184,9 @@ GC_REGISTER_ALGORITHM(
           {param::Id::THETA, param::Id::THETA_DECAY_CALLS, param::Id::FFT_CHUNK, param::Id::BITS,
            param::Id::RBF_MANTISSA, param::Id::RBF_VMAX},
           [] { return std::unique_ptr<Algorithm>(new Fft()); },
-          [](int nranks) { return registryReference<FftReference>(nranks, kName); }});
+          [](int nranks) { return registryReference<FftReference>(nranks, kName); }, false,
+          // No reduce-scatter form: its payload is the whole chunked spectrum,
+          // which one shard's owner cannot use without the others'.
+          nullptr});
 
 }  // namespace gradcomp::algo::quant

@@ -7,10 +7,20 @@
 // on its own chunk holds k * (sum - decoded sum), k = 1 for sum, P for avg;
 // code_exchange.h) unless GRADCOMP_QUANT_OWNER_EF=0.
 //
+// Reduce-scatter form (NCCL's layout): phase 1 alone (code_exchange.h
+// reduceScatterCodes). Rank r encodes the P-1 shards it does not own, each
+// shard's buckets starting at the shard (recvcount need not be a multiple of
+// the bucket); owner j decodes and sums in fp32 in rank order, its own shard
+// exact (avg: / P). Error feedback: acc - decoded codes on the shards sent, 0
+// on the own shard (no second quantization, so no owner feedback). Wire per
+// rank: 16 (P-1) stats bytes + (P-1) (8 ceil(recvcount / B) +
+// ceil(recvcount b / 8)) bytes, about (P-1)/P of the tensor at b bits.
+//
 // Parameters: GRADCOMP_BITS (1|2|4|8, default 8), GRADCOMP_BUCKET (default
-// 512), GRADCOMP_QUANT_SEED, GRADCOMP_QUANT_OWNER_EF (default on). Rounding of element i in a call draws
-// counterUniform(streamSeed(seed, call, rank, phase), i), call = the number of
-// earlier calls with the same scheduleKey on this algorithm object.
+// 512), GRADCOMP_QUANT_SEED, GRADCOMP_QUANT_OWNER_EF (default on). Rounding
+// of element i in a call draws counterUniform(streamSeed(seed, call, rank,
+// phase), i), call = the number of earlier calls with the same scheduleKey
+// on this algorithm object.
 #include <memory>
 
 #include "algorithms/quant/chunk_codecs.h"
@@ -61,6 +71,13 @@ class Qsgd final : public QuantAlgorithm {
     return exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op, st.acc,
                          args.count, out, residual, 1, &ws_, cfg_.ownerEf);
   }
+  bool hasReduceScatter() const override { return true; }
+  Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
+                           float* out, float* residual) override {
+    MaxMinCodec codec(cfg_.bits, cfg_.bucket);
+    return reduceScatterCodes(ctx, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op, st.acc,
+                              recvCountOf(args, ctx.net.size()), out, residual, 1, &ws_);
+  }
 
   QsgdConfig cfg_;
 };
@@ -83,6 +100,14 @@ class QsgdReference final : public QuantReference {
                             args.op, acc, out, contribution,
                             cfg_.ownerEf ? &ownerResidual_ : nullptr);
   }
+  Status stepReduceScatter(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+                           const std::vector<device::AbsStats>&, uint64_t call,
+                           std::vector<float>* out, std::vector<std::vector<float>>* contribution,
+                           double*) override {
+    MaxMinCodec codec(cfg_.bits, cfg_.bucket);
+    return simulateReduceScatter(device::cpuBackend(), codec, ExchangeSeeds{cfg_.seed, call},
+                                 args.op, acc, out, contribution);
+  }
 
   QsgdConfig cfg_;
 };
@@ -97,9 +122,11 @@ Status makeQsgdReference(int nranks, const param::Overrides& config,
 GC_REGISTER_ALGORITHM(
     qsgd, {kName,
            "bucketed max-min quantization, stochastic rounding; reduce-scatter of codes, "
-           "allgather of re-quantized sums",
+           "allgather of re-quantized sums; reduce-scatter: the first half",
            {param::Id::BITS, param::Id::BUCKET, param::Id::QUANT_SEED, param::Id::QUANT_OWNER_EF},
            [] { return std::unique_ptr<Algorithm>(new Qsgd()); },
+           [](int nranks) { return registryReference<QsgdReference>(nranks, kName); }, false,
+           // One reference class: expect() follows args.coll.
            [](int nranks) { return registryReference<QsgdReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant

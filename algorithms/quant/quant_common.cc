@@ -135,7 +135,7 @@ Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback,
 }
 
 Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* st, Workspace* ws) {
-  const size_t n = args.count;
+  const size_t n = outputCount(args, ctx.net.size());
   ws->bind(ctx.dev);
   float* out = args.dtype == DataType::Float32 ? static_cast<float*>(args.recvBuf) : nullptr;
   if (!out) {
@@ -143,8 +143,12 @@ Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* st, Work
     out = ws->out.data();
   }
   RawCodec raw;
-  GC_CHECK(exchangeCodes(ctx, raw, raw, ExchangeSeeds{}, args.op, st->acc, n, out, nullptr, 1,
-                         ws));
+  if (args.coll == Collective::ReduceScatter)
+    GC_CHECK(reduceScatterCodes(ctx, raw, ExchangeSeeds{}, args.op, st->acc, n, out, nullptr, 1,
+                                ws));
+  else
+    GC_CHECK(exchangeCodes(ctx, raw, raw, ExchangeSeeds{}, args.op, st->acc, n, out, nullptr, 1,
+                           ws));
   // The residual was sent in full (or held a non-finite value): start over at 0.
   if (st->errorFeedback) GC_CHECK(ctx.errorFeedback->clear(ctx.dev, st->key));
   if (out != args.recvBuf)
@@ -154,7 +158,8 @@ Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* st, Work
 
 Status endCall(Context& ctx, const AllreduceArgs& args, CallState* st, const float* out) {
   if (out != args.recvBuf)
-    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, out, DataType::Float32, args.count));
+    GC_CHECK(ctx.dev.convert(args.recvBuf, args.dtype, out, DataType::Float32,
+                             outputCount(args, ctx.net.size())));
   if (st->errorFeedback) GC_CHECK(ctx.errorFeedback->end(ctx.dev, st->key, st->acc));
   return ctx.dev.sync();
 }

@@ -59,6 +59,12 @@ class CallCounter {
 // largest |value| can grow before decoding: P for sums, P * chunk for spectra).
 bool mustFallBack(const std::vector<device::AbsStats>& all, double growth);
 
+// Elements a call returns on this rank: count, or recvcount for a
+// reduce-scatter.
+inline size_t outputCount(const AllreduceArgs& args, int nranks) {
+  return args.coll == Collective::ReduceScatter ? recvCountOf(args, nranks) : args.count;
+}
+
 // One call's distributed state on this rank.
 struct CallState {
   float* acc = nullptr;                  // fp32 input (+ residual), device memory
@@ -75,9 +81,11 @@ struct CallState {
 Status beginCall(Context& ctx, const AllreduceArgs& args, bool useErrorFeedback, double growth,
                  CallCounter* counter, device::DeviceArray<float>* scratch, CallState* state);
 // Exact fp32 sum in rank order (avg: then divided by P in fp64, rounded once)
-// through the code exchange with raw payloads; clears the residual.
+// through the code exchange with raw payloads (a reduce-scatter: its raw
+// reduce-scatter, this rank's shard); clears the residual.
 Status fallbackCall(Context& ctx, const AllreduceArgs& args, CallState* state, Workspace* ws);
-// Stores out (fp32, device memory) into recvBuf unless it is recvBuf, and
+// Stores out (fp32, device memory; outputCount values) into recvBuf unless it
+// is recvBuf, and
 // keeps the residual acc holds; syncs.
 Status endCall(Context& ctx, const AllreduceArgs& args, CallState* state, const float* out);
 

@@ -3,6 +3,25 @@
 namespace gradcomp::algo::quant {
 
 Status QuantAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
+  GC_REQUIRE(args.coll == Collective::AllReduce, Err::InvalidArgument,
+             "%s allreduce: called for a %s", name_, collectiveName(args.coll));
+  return run(ctx, args);
+}
+
+Status QuantAlgorithm::reduceScatter(Context& ctx, const AllreduceArgs& args) {
+  GC_REQUIRE(hasReduceScatter(), Err::Unsupported, "%s has no reduce-scatter form", name_);
+  GC_REQUIRE(args.coll == Collective::ReduceScatter, Err::InvalidArgument,
+             "%s reduce-scatter: called for a %s", name_, collectiveName(args.coll));
+  GC_CHECK(checkReduceScatterArgs(args, ctx.net.size(), ctx.net.rank()));
+  return run(ctx, args);
+}
+
+Status QuantAlgorithm::stepReduceScatter(Context&, const AllreduceArgs&, const CallState&, float*,
+                                         float*) {
+  return makeStatus(Err::Unsupported, "%s has no reduce-scatter form", name_);
+}
+
+Status QuantAlgorithm::run(Context& ctx, const AllreduceArgs& args) {
   GC_CHECK(checkArgs(name_, args));
   if (args.count == 0) return Status::Ok();  // nothing to send; every rank agrees
   FramePlan plan;
@@ -10,15 +29,20 @@ Status QuantAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
   GC_CHECK(beginCall(ctx, args, plan.errorFeedback, plan.growth, &calls_, &accScratch_, &st_));
   ws_.bind(ctx.dev);
   if (st_.fallback) return fallbackCall(ctx, args, &st_, &ws_);
-  // fp32: the result goes straight into recvBuf (the input already sits in acc).
+  // fp32: the result goes straight into recvBuf (the input already sits in
+  // acc, so in place is safe for either collective).
   float* out = nullptr;
   if (args.dtype == DataType::Float32) {
     out = static_cast<float*>(args.recvBuf);
   } else {
-    ws_.out.resize(args.count);
+    ws_.out.resize(outputCount(args, ctx.net.size()));
     out = ws_.out.data();
   }
-  GC_CHECK(step(ctx, args, st_, out, st_.errorFeedback ? st_.acc : nullptr));
+  float* residual = st_.errorFeedback ? st_.acc : nullptr;
+  if (args.coll == Collective::ReduceScatter)
+    GC_CHECK(stepReduceScatter(ctx, args, st_, out, residual));
+  else
+    GC_CHECK(step(ctx, args, st_, out, residual));
   return endCall(ctx, args, &st_, out);
 }
 
@@ -36,6 +60,10 @@ Status QuantReference::expect(const std::vector<const void*>& inputs, const Allr
     tolerance->clear();
     return Status::Ok();
   }
+  const bool rs = args.coll == Collective::ReduceScatter;
+  GC_REQUIRE(!rs || args.count % size_t(ranks_->size()) == 0, Err::InvalidArgument,
+             "%s: reduce-scatter count %zu is not recvcount x %d ranks", who.c_str(), args.count,
+             ranks_->size());
   const FramePlan p = plan(ranks_->size());
   std::vector<std::vector<float>> acc, contribution;
   std::vector<device::AbsStats> stats;
@@ -48,11 +76,22 @@ Status QuantReference::expect(const std::vector<const void*>& inputs, const Allr
     GC_CHECK(ranks_->fallback(acc, args, p.errorFeedback, &out));
   } else {
     ownerResidual_.clear();
-    GC_CHECK(step(args, acc, stats, call, &out, &contribution, &relTolerance));
+    if (rs)
+      GC_CHECK(stepReduceScatter(args, acc, stats, call, &out, &contribution, &relTolerance));
+    else
+      GC_CHECK(step(args, acc, stats, call, &out, &contribution, &relTolerance));
     GC_CHECK(ranks_->end(args, p.errorFeedback, acc, contribution, ownerResidual_));
   }
   fillExpected(out, relTolerance, expected, tolerance);
   return Status::Ok();
+}
+
+Status QuantReference::stepReduceScatter(const AllreduceArgs&,
+                                         const std::vector<std::vector<float>>&,
+                                         const std::vector<device::AbsStats>&, uint64_t,
+                                         std::vector<float>*, std::vector<std::vector<float>>*,
+                                         double*) {
+  return makeStatus(Err::Unsupported, "%s reference has no reduce-scatter form", name_);
 }
 
 }  // namespace gradcomp::algo::quant

@@ -5,6 +5,14 @@
 // step). An algorithm supplies its parameters and its step; the frame makes
 // the distributed and the central path take the same branches in the same
 // order, which is what keeps `#wrong` at 0.
+//
+// The reduce-scatter form (NCCL's layout, algorithm.h) runs in the same frame
+// over the whole sendBuf tensor: the same stats exchange, fallback rule and
+// per-tensor residual (residualKey: the sendBuf tensor), with stepReduceScatter
+// instead of step; the exact fallback is the raw reduce-scatter (fp32 sum in
+// rank order, avg / P). Its Reference is the algorithm's own: expect() with
+// args.coll == ReduceScatter fills the whole tensor, rank r's shard at
+// [r * recvcount, (r + 1) * recvcount).
 #pragma once
 
 #include <memory>
@@ -26,6 +34,7 @@ class QuantAlgorithm : public Algorithm {
  public:
   explicit QuantAlgorithm(const char* name) : name_(name) {}
   Status allreduce(Context& ctx, const AllreduceArgs& args) final;
+  Status reduceScatter(Context& ctx, const AllreduceArgs& args) final;
 
  protected:
   // Reads this call's parameters and keeps what step() needs.
@@ -36,10 +45,19 @@ class QuantAlgorithm : public Algorithm {
   // it acc - this rank's own part of the result in acc's units.
   virtual Status step(Context& ctx, const AllreduceArgs& args, const CallState& st, float* out,
                       float* residual) = 0;
+  // The reduce-scatter of st.acc (the whole tensor, count = P * recvcount,
+  // no fallback): fills out[0..recvcount) (device memory) with this rank's
+  // shard (fp32, op applied); residual as in step(). Algorithms with a
+  // reduce-scatter form override it and hasReduceScatter(); the default is
+  // Unsupported.
+  virtual Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
+                                   float* out, float* residual);
 
   Workspace ws_;  // step() may use every member except out
 
  private:
+  Status run(Context& ctx, const AllreduceArgs& args);
+
   const char* name_;
   CallCounter calls_;
   CallState st_;
@@ -72,6 +90,15 @@ class QuantReference : public Reference {
                       const std::vector<device::AbsStats>& stats, uint64_t call,
                       std::vector<float>* out, std::vector<std::vector<float>>* contribution,
                       double* relTolerance) = 0;
+  // The reduce-scatter form's central step (args.coll == ReduceScatter):
+  // fills *out with the whole tensor (shard j as rank j returns it) and the
+  // contributions as step() does. Default: Unsupported.
+  virtual Status stepReduceScatter(const AllreduceArgs& args,
+                                   const std::vector<std::vector<float>>& acc,
+                                   const std::vector<device::AbsStats>& stats, uint64_t call,
+                                   std::vector<float>* out,
+                                   std::vector<std::vector<float>>* contribution,
+                                   double* relTolerance);
 
   // Owner-side error feedback: step() fills it (simulateExchange's owner
   // output) when the call's residuals hold the owners' phase-2 errors on

@@ -7,6 +7,14 @@
 // Rounding is to nearest; error feedback keeps this rank's own encoding error
 // and, with GRADCOMP_QUANT_OWNER_EF, the owner's phase-2 error (as qsgd).
 //
+// Reduce-scatter form (NCCL's layout): phase 1 alone (code_exchange.h
+// reduceScatterCodes) with the same agreed vmax; owner j decodes and sums in
+// fp32 in rank order, its own shard exact (avg: / P); error feedback keeps
+// the phase-1 encoding error on the shards sent, 0 on the own shard (no
+// phase 2, so GRADCOMP_QUANT_OWNER_EF has nothing to feed back). Wire per
+// rank: 16 (P-1) stats bytes + (P-1) (4 + ceil(recvcount N / 8)) bytes,
+// about (P-1)/P of the tensor at N bits.
+//
 // Parameters: GRADCOMP_BITS (3..16, default 10), GRADCOMP_RBF_MANTISSA
 // (default BITS-4), GRADCOMP_RBF_VMAX (default: tracked), GRADCOMP_QUANT_OWNER_EF
 // (default off).
@@ -62,6 +70,13 @@ class Rbf final : public QuantAlgorithm {
     return exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op, st.acc,
                          args.count, out, residual, 1, &ws_, cfg_.ownerEf);
   }
+  bool hasReduceScatter() const override { return true; }
+  Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
+                           float* out, float* residual) override {
+    RbfCodec codec(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, st.stats));
+    return reduceScatterCodes(ctx, codec, ExchangeSeeds{0, st.call}, args.op, st.acc,
+                              recvCountOf(args, ctx.net.size()), out, residual, 1, &ws_);
+  }
 
   RbfConfig cfg_;
 };
@@ -83,6 +98,14 @@ class RbfReference final : public QuantReference {
     return simulateExchange(device::cpuBackend(), phase1, phase2, ExchangeSeeds{0, call}, args.op,
                             acc, out, contribution, cfg_.ownerEf ? &ownerResidual_ : nullptr);
   }
+  Status stepReduceScatter(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+                           const std::vector<device::AbsStats>& stats, uint64_t call,
+                           std::vector<float>* out, std::vector<std::vector<float>>* contribution,
+                           double*) override {
+    RbfCodec codec(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, stats));
+    return simulateReduceScatter(device::cpuBackend(), codec, ExchangeSeeds{0, call}, args.op,
+                                 acc, out, contribution);
+  }
 
   RbfConfig cfg_;
 };
@@ -97,10 +120,12 @@ Status makeRbfReference(int nranks, const param::Overrides& config,
 GC_REGISTER_ALGORITHM(
     rbf, {kName,
           "N-bit range-based float codes (vmax agreed per call); reduce-scatter of codes, "
-          "allgather of re-encoded sums",
+          "allgather of re-encoded sums; reduce-scatter: the first half",
           {param::Id::BITS, param::Id::RBF_MANTISSA, param::Id::RBF_VMAX,
            param::Id::QUANT_OWNER_EF},
           [] { return std::unique_ptr<Algorithm>(new Rbf()); },
+          [](int nranks) { return registryReference<RbfReference>(nranks, kName); }, false,
+          // One reference class: expect() follows args.coll.
           [](int nranks) { return registryReference<RbfReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant

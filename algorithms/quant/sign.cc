@@ -34,6 +34,15 @@
 // decided -1 leaves +s_rb in every rank's residual). At P = 1 with one
 // block, d = sign(acc) and s = |acc|_1 / n: EF-signSGD (Karimireddy et al.).
 //
+// Reduce-scatter form (NCCL's layout): the same schedule, whose ring chunks
+// are then NCCL's shards (P divides n), so each shard's votes are counted
+// and decided at its owner; the rank returns its shard of the allreduce's
+// result, bit for bit (its Reference is the allreduce's, read per shard),
+// with the same error feedback. The 1-bit decision allgather and the share
+// exchange stay: every rank's scale share <acc_r, d>_b and its residual
+// acc_r - s_rb d_b need the decisions on every block. Wire bytes: as the
+// allreduce's below (it saves the output, not the wire).
+//
 // Wire bytes per rank (chunk c holds n_c elements, chunks split n evenly):
 //   16 (P-1)                                    stats exchange
 // + sum_{i=1}^{P-1} ceil(n_{(r-i) mod P} * ceil(log2(i+1)) / 8)   counts
@@ -152,6 +161,17 @@ class Sign final : public QuantAlgorithm {
     return Status::Ok();
   }
 
+  bool hasReduceScatter() const override { return true; }
+  // step() over the whole tensor into full_, then this rank's shard.
+  Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
+                           float* out, float* residual) override {
+    device::DeviceArray<float>& full = full_.bind(ctx.dev);
+    full.resize(args.count);
+    GC_CHECK(step(ctx, args, st, full.data(), residual));
+    const size_t shard = recvCountOf(args, ctx.net.size());
+    return ctx.dev.copy(out, full.data() + size_t(ctx.net.rank()) * shard, shard * sizeof(float));
+  }
+
   // Every rank's block shares (fp32, host memory) to every rank. A share is
   // bounded by its rank's max|acc| from the stats exchange; anything else is
   // corrupt.
@@ -239,6 +259,7 @@ class Sign final : public QuantAlgorithm {
   device::HostArray<float> shares_, scales_;  // [rank][block]; [block]
   device::HostArray<uint8_t> ringA_, ringB_, ringRecv_;  // counts in flight (host)
   device::DeviceArray<uint8_t> ringVotes_;                // a chunk's votes
+  device::DeviceArray<float> full_;                       // reduce-scatter: the whole result
 };
 
 // Central semantics: the elementwise majority of all ranks' votes, scaled by
@@ -283,6 +304,13 @@ class SignReference final : public QuantReference {
     }
     return Status::Ok();
   }
+  // The allreduce's result: rank r's shard is its slice.
+  Status stepReduceScatter(const AllreduceArgs& args, const std::vector<std::vector<float>>& acc,
+                           const std::vector<device::AbsStats>& stats, uint64_t call,
+                           std::vector<float>* out, std::vector<std::vector<float>>* contribution,
+                           double* relTolerance) override {
+    return step(args, acc, stats, call, out, contribution, relTolerance);
+  }
 
   bool ef_ = true;
   size_t block_ = 1024;
@@ -300,9 +328,11 @@ GC_REGISTER_ALGORITHM(
     sign, {kName,
            "all-reducible signSGD: ring reduce-scatter of vote counts (growing bit widths), "
            "majority at the owner, 1-bit allgather; output +-S, S the projection of the "
-           "exact result onto the decisions",
+           "exact result onto the decisions; reduce-scatter: the same schedule, own shard",
            {param::Id::SIGN_EF, param::Id::SIGN_BLOCK, param::Id::SIGN_TIES},
            [] { return std::unique_ptr<Algorithm>(new Sign()); },
+           [](int nranks) { return registryReference<SignReference>(nranks, kName); }, false,
+           // One reference class: expect() follows args.coll.
            [](int nranks) { return registryReference<SignReference>(nranks, kName); }});
 
 }  // namespace gradcomp::algo::quant
