@@ -172,7 +172,24 @@ def cli(bin_dir, app):
     rc, _, err = run([launch, "--algo", "dense", "--", os.path.join(tmp, "no-such-program")])
     check(rc == 127 and "cannot run" in err, f"missing program: exit {rc}\n{err}")
 
-    # 4. Bad flags and settings: a clear error, exit 2, and the command never runs.
+    # 4. Reduce-scatters (sharded training) are counted apart, as the files say.
+    rs_dir = os.path.join(tmp, "rs")
+    rc, out, err = run([launch, "--algo", "dense", "--stats-dir", rs_dir, "--",
+                        grun, "-n", "2", app, "--reduce-scatter"])
+    check(rc == 0, f"reduce-scatter run: exit {rc}\n{out}{err}")
+    docs = stats_files(rs_dir)
+    rs = [d["communicators"][0]["reduce_scatter"] for d in docs]
+    check(len(rs) == 2 and all((r["calls_compressed"], r["calls_passed"]) == (2, 1) for r in rs) and
+          all(r["logical_bytes"] == 2 * 4 * MiB and r["passed_bytes"] == 4 * MiB for r in rs),
+          f"reduce-scatter run: files {rs}")
+    line = [l for l in err.splitlines() if l.startswith("  of these, reduce-scatter")]
+    wire = sum(r["wire_bytes"] for r in rs)
+    want = (f"  of these, reduce-scatter{'':8}{4:>10}  {human(4 * 4 * MiB)} -> {human(wire)} sent "
+            f"(ratio {4 * 4 * MiB / wire:.2f}x); 2 passed ({human(2 * 4 * MiB)})")
+    check(line == [want], f"reduce-scatter run: summary line {line}, want [{want!r}]")
+    table_matches_files(parse_summary(err), docs, "reduce-scatter run")
+
+    # 5. Bad flags and settings: a clear error, exit 2, and the command never runs.
     marker = os.path.join(tmp, "ran")
     for flags, message in (
             (["--algo", "nosuch"], "GRADCOMP_ALGO='nosuch': unknown algorithm"),

@@ -13,6 +13,8 @@
 //   --exit-code N   exit with N after a clean run (the launcher preserves it)
 //   --mismatch      rank 1 sets GRADCOMP_MIN_BYTES=2M: a configuration mismatch
 //   --lossy         check only that calls succeed (for compressing algorithms)
+//   --reduce-scatter  then 2 x float32 ncclReduceScatter of 4 MiB inputs
+//                   (eligible) and 1 x int32 (not), sums checked
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +27,9 @@ extern "C" {
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
@@ -52,15 +57,30 @@ bool reduceAndCheck(ncclComm_t comm, std::vector<T>& buf, ncclDataType_t type, i
   return buf.back() == want;
 }
 
+// Input rank + 1 everywhere: every rank's shard sums to P(P+1)/2.
+template <typename T>
+bool scatterAndCheck(ncclComm_t comm, size_t inputElems, ncclDataType_t type, int rank,
+                     int nranks) {
+  const size_t recv = inputElems / size_t(nranks);
+  std::vector<T> in(recv * size_t(nranks), T(rank + 1)), out(recv);
+  if (ncclReduceScatter(in.data(), out.data(), recv, type, ncclSum, comm, nullptr) != ncclSuccess)
+    return false;
+  const T want = T(nranks * (nranks + 1) / 2);
+  for (size_t i = 0; i < recv; i += 997)
+    if (out[i] != want) return false;
+  return out.back() == want;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int exitCode = 0;
-  bool mismatch = false;
+  bool mismatch = false, scatter = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--exit-code") == 0 && i + 1 < argc) exitCode = atoi(argv[++i]);
     else if (strcmp(argv[i], "--mismatch") == 0) mismatch = true;
     else if (strcmp(argv[i], "--lossy") == 0) gExact = false;
+    else if (strcmp(argv[i], "--reduce-scatter") == 0) scatter = true;
     else return fprintf(stderr, "nccl_app: unknown argument '%s'\n", argv[i]), 2;
   }
   const int rank = envInt("GRADCOMP_RANK", "OMPI_COMM_WORLD_RANK", "RANK");
@@ -82,6 +102,9 @@ int main(int argc, char** argv) {
   ok = ok && ncclGroupStart() == ncclSuccess;
   ok = ok && reduceAndCheck(comm, four, ncclFloat32, rank, nranks);
   ok = ok && ncclGroupEnd() == ncclSuccess;
+  for (int i = 0; scatter && i < 2; ++i)
+    ok = ok && scatterAndCheck<float>(comm, 1 << 20, ncclFloat32, rank, nranks);
+  if (scatter) ok = ok && scatterAndCheck<int32_t>(comm, 1 << 20, ncclInt32, rank, nranks);
   if (ncclCommDestroy(comm) != ncclSuccess) ok = false;
   if (!ok) return fprintf(stderr, "nccl_app: rank %d: a collective failed or gave a wrong sum\n", rank), 3;
   printf("nccl_app: rank %d of %d: 12 allreduces checked\n", rank, nranks);

@@ -62,7 +62,7 @@ const char* kUsage =
     "  [--gpu-model staged,resident,persistent|all] [--gpu-hbm-gbs B] [--gpu-pcie-gbs B]\n"
     "  [--gpu-mapped-gbs B] [--gpu-host-gbs B] [--gpu-launch-us T] [--gpu-sync-us T]\n"
     "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K]\n"
-    "  [--auto-check N,N...]\n"
+    "  [--auto-check N,N...] [--coll allreduce|reducescatter]\n"
     "\n"
     "DESCRIPTION\n"
     "  Runs the real schedules of every rank as threads over a simulated transport and\n"
@@ -91,6 +91,9 @@ const char* kUsage =
     "probe's sizes, the tuner's model code fits it, and its predictions at these\n"
     "element counts are printed beside each candidate's simulated time (use a\n"
     "--compute-scale > 0 so compute counts).\n"
+    "--coll reducescatter: each algorithm's reduce-scatter form (NCCL's layout; the\n"
+    "count, rounded down to a multiple of the ranks, is the whole input; flat only;\n"
+    "table_hi is the allreduce's bound, so 0 here).\n"
     "-h, --help: this help.\n"
     "\n"
     "EXIT STATUS\n"
@@ -244,6 +247,11 @@ Status parseFlags(int argc, char** argv, Flags* f) {
       }
     } else if (flag == "--json") {
       f->jsonPath = v;
+    } else if (flag == "--coll") {
+      GC_REQUIRE(v == "allreduce" || v == "reducescatter", Err::InvalidArgument,
+                 "--coll '%s': expected allreduce or reducescatter", v.c_str());
+      f->job.coll = v == "reducescatter" ? algo::Collective::ReduceScatter
+                                         : algo::Collective::AllReduce;
     } else {
       return makeStatus(Err::InvalidArgument, "unknown flag '%s'\n%s", flag.c_str(), kUsage);
     }
@@ -253,6 +261,13 @@ Status parseFlags(int argc, char** argv, Flags* f) {
              Err::InvalidArgument, "--hierarchy host needs --ranks-per-host");
   GC_REQUIRE(f->gpu || f->gbps.size() == 1, Err::InvalidArgument,
              "--gbps: a list of rates needs --gpu-model");
+  if (f->job.coll == algo::Collective::ReduceScatter) {
+    GC_REQUIRE(f->hierarchies == std::vector<std::string>{"flat"}, Err::InvalidArgument,
+               "--coll reducescatter runs flat: the hierarchical schedule has no such form");
+    for (const std::string& a : f->algos)
+      GC_REQUIRE(algo::findAlgorithm(a)->reduceScatterReference, Err::InvalidArgument,
+                 "--coll reducescatter: %s has no reduce-scatter form", a.c_str());
+  }
   return Status::Ok();
 }
 
@@ -363,9 +378,11 @@ int run(int argc, char** argv) {
   for (const std::string& a : f.algos)
     for (int P : f.ranks)
     for (const std::string& sched : f.hierarchies) {
+      const bool rs = f.job.coll == algo::Collective::ReduceScatter;
       Row w{a, P, countFor(f, a, P, density), 0, {}, {}, sched};
+      if (rs) w.count -= w.count % size_t(P);
       w.k = std::max<size_t>(1, size_t(std::floor(density * double(w.count))));
-      w.table = tableVolume(a, P, w.count, w.k);
+      if (!rs) w.table = tableVolume(a, P, w.count, w.k);
       SimJob job = f.job;
       job.algo = a;
       job.ranks = P;

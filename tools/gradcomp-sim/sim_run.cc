@@ -69,10 +69,11 @@ Status runRank(const RankTask& t) {
     args.recvBuf = out.data();
     args.count = job.count;
     args.bufferKey = 7;
+    args.coll = job.coll;
     t.net->resetCounters();
     t.net->beginCall();
     if (model) model->beginCall(job.count, DataType::Float32);
-    GC_CHECK(alg->allreduce(ctx, args));
+    GC_CHECK(algo::runCollective(*alg, ctx, args));
     if (model) model->endCall();
     const std::vector<double> clocks = t.net->endCallAll();
     const double clock = clocks[0];

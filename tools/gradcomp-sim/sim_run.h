@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "common/param.h"
 #include "common/status.h"
 #include "tools/gradcomp-bench/inputs.h"
@@ -32,6 +33,7 @@ namespace gradcomp::sim {
 
 struct SimJob {
   std::string algo = "dense";
+  algo::Collective coll = algo::Collective::AllReduce;  // reduce-scatter: count % ranks == 0
   int ranks = 4;
   size_t count = 1 << 20;       // float32 elements per rank
   param::Overrides config;      // algorithm parameters (density, bits, ...)
