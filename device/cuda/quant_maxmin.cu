@@ -7,8 +7,9 @@
 // against +0.0).
 //
 // Buckets of at most kFusedBucket elements whose codes fill whole bytes get
-// one CUDA block each: min/max, then codes and residuals from the values the
-// block just read (one pass over the data). Other buckets take three steps:
+// one warp each: min/max, then codes and residuals from the values the warp
+// just read (one pass over device memory, 16-byte loads and stores where
+// aligned; no block barriers). Other buckets take three steps:
 // min/max partials per chunk, one thread per bucket folding them in order,
 // then one thread per output byte.
 #include <cfloat>
@@ -111,51 +112,94 @@ struct QuantSpec {
   uint64_t seed, indexBase;
 };
 
-// Fused path: one CUDA block per bucket (bucket * bits a multiple of 8).
-__global__ void quantizeFused(Ctl ctl, const float* src, QuantSpec q, float* meta, uint8_t* codes,
-                              float* residual) {
+// Fused path: one warp per bucket (bucket * bits a multiple of 8). Lane j
+// takes groups of 8 consecutive elements (group g starts at element 8 g of
+// the bucket; its codes are the `bits` bytes from byte g * bits of the
+// bucket's codes): min/max over its groups, the warp's min/max by shuffles
+// (MinFirst / MaxFirst select by (value, index): any order of folding gives
+// the same element), then the groups again (from L1/L2) for codes and
+// residuals. Per element the same operations as the CPU; `vec`: src and
+// residual 16-byte aligned and the bucket a multiple of 8, so a group is two
+// 16-byte loads and stores.
+constexpr int kGroup = 8;
+
+__device__ inline void loadGroup(const float* src, size_t e0, size_t end, bool vec,
+                                 float (&v)[kGroup]) {
+  if (vec && e0 + kGroup <= end) {
+    const float4 a = *reinterpret_cast<const float4*>(src + e0);
+    const float4 b = *reinterpret_cast<const float4*>(src + e0 + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+    v[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kGroup; ++k) v[k] = e0 + k < end ? src[e0 + k] : 0.0f;
+}
+
+__device__ inline Extreme shuffleExtreme(const Extreme& e, int lane) {
+  return {__shfl_sync(0xFFFFFFFFu, e.v, lane), __shfl_sync(0xFFFFFFFFu, e.at, lane)};
+}
+
+__global__ void __launch_bounds__(kThreads)
+    quantizeFused(Ctl ctl, const float* src, QuantSpec q, float* meta, uint8_t* codes,
+                  float* residual, bool vec) {
   if (skipBlock(ctl)) return;
-  using Reduce = cub::BlockReduce<Extreme, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ float lo, hi;
   const size_t buckets = (q.n + q.bucket - 1) / q.bucket;
-  const int per = 8 / q.bits;  // elements per byte
-  for (size_t b = blockIdx.x; b < buckets; b += gridDim.x) {
+  const int lane = threadIdx.x % 32;
+  const size_t warps = size_t(gridDim.x) * (kThreads / 32);
+  const size_t groups = (q.bucket + kGroup - 1) / kGroup;
+  for (size_t b = blockIdx.x * size_t(kThreads / 32) + threadIdx.x / 32; b < buckets;
+       b += warps) {
     const size_t begin = b * q.bucket, end = begin + q.bucket < q.n ? begin + q.bucket : q.n;
     Extreme mn{0, 0xFFFFFFFFu}, mx{0, 0xFFFFFFFFu};
-    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const float x = src[i];
-      if (!isfinite(x)) continue;
-      const Extreme e{x, uint32_t(i - begin)};
-      mn = MinFirst()(mn, e);
-      mx = MaxFirst()(mx, e);
+    for (size_t g = lane; g < groups && begin + g * kGroup < end; g += 32) {
+      float v[kGroup];
+      loadGroup(src, begin + g * kGroup, end, vec, v);
+#pragma unroll
+      for (int k = 0; k < kGroup; ++k) {
+        const size_t i = begin + g * kGroup + k;
+        if (i >= end || !isfinite(v[k])) continue;
+        const Extreme e{v[k], uint32_t(i - begin)};
+        mn = MinFirst()(mn, e);
+        mx = MaxFirst()(mx, e);
+      }
     }
-    mn = Reduce(tmp).Reduce(mn, MinFirst());
-    __syncthreads();
-    mx = Reduce(tmp).Reduce(mx, MaxFirst());
-    if (threadIdx.x == 0) {
-      lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v;
-      hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    for (int s = 16; s >= 1; s /= 2) {
+      mn = MinFirst()(mn, shuffleExtreme(mn, lane ^ s));
+      mx = MaxFirst()(mx, shuffleExtreme(mx, lane ^ s));
+    }
+    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v;
+    const float hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    if (lane == 0) {
       meta[2 * b] = lo;
       meta[2 * b + 1] = hi;
     }
-    __syncthreads();
-    const float l = lo;
-    const double step = stepOf(l, hi, q.levels);
-    const size_t firstByte = begin / per, bytes = (end - begin + per - 1) / per;
-    for (size_t j = threadIdx.x; j < bytes; j += blockDim.x) {
-      const size_t e0 = begin + j * per;
-      uint32_t byte = 0;
-      for (int k = 0; k < per && e0 + k < end; ++k) {
-        const size_t i = e0 + k;
-        const float x = src[i];
-        const uint32_t c = codeOf(x, l, step, q.levels, q.seed, q.indexBase + i);
-        byte |= c << (k * q.bits);
-        if (residual) residual[i] = __fsub_rn(x, decodeOne(l, step, c));
+    const double step = stepOf(lo, hi, q.levels);
+    uint8_t* out = codes + begin * size_t(q.bits) / 8;  // begin * bits is a multiple of 8
+    for (size_t g = lane; g < groups && begin + g * kGroup < end; g += 32) {
+      const size_t e0 = begin + g * kGroup;
+      float v[kGroup], r[kGroup];
+      loadGroup(src, e0, end, vec, v);
+      unsigned long long word = 0;
+#pragma unroll
+      for (int k = 0; k < kGroup; ++k) {
+        if (e0 + k >= end) break;
+        const uint32_t c = codeOf(v[k], lo, step, q.levels, q.seed, q.indexBase + e0 + k);
+        word |= (unsigned long long)c << (k * q.bits);
+        r[k] = __fsub_rn(v[k], decodeOne(lo, step, c));
       }
-      codes[firstByte + j] = uint8_t(byte);
+      // The group's bytes that hold an element (the bucket's last group may be short).
+      const size_t have = (end - e0 < kGroup ? end - e0 : kGroup) * size_t(q.bits);
+      for (int j = 0; j < q.bits && size_t(j) * 8 < have; ++j)
+        out[g * q.bits + j] = uint8_t(word >> (8 * j));
+      if (!residual) continue;
+      if (vec && e0 + kGroup <= end) {
+        *reinterpret_cast<float4*>(residual + e0) = make_float4(r[0], r[1], r[2], r[3]);
+        *reinterpret_cast<float4*>(residual + e0 + 4) = make_float4(r[4], r[5], r[6], r[7]);
+      } else {
+        for (int k = 0; k < kGroup && e0 + k < end; ++k) residual[e0 + k] = r[k];
+      }
     }
-    __syncthreads();  // lo/hi are rewritten for the next bucket
   }
 }
 
@@ -295,8 +339,13 @@ Status CudaBackend::quantizeMaxMin(const float* src, size_t n, const MaxMinSpec&
   p.writes(codes, bytes);
   if (residual) p.writes(residual, n * 4);
   if (spec.bucket <= kFusedBucket && (spec.bucket * size_t(spec.bits)) % 8 == 0) {
-    quantizeFused<<<unsigned(std::min<size_t>(buckets, 8 * kMaxBlocks)), kThreads, 0,
-                    p.stream()>>>(p.ctl(), src, q, meta, codes, residual);
+    const bool vec = spec.bucket % kGroup == 0 && uintptr_t(src) % 16 == 0 &&
+                     uintptr_t(residual) % 16 == 0;
+    const size_t warpsPerBlock = kThreads / 32;
+    const size_t grid = std::min<size_t>((buckets + warpsPerBlock - 1) / warpsPerBlock,
+                                         8 * kMaxBlocks);
+    quantizeFused<<<unsigned(grid), kThreads, 0, p.stream()>>>(p.ctl(), src, q, meta, codes,
+                                                               residual, vec);
     return p.launched();
   }
   const size_t perBucket = (spec.bucket + kChunk - 1) / kChunk, chunks = buckets * perBucket;

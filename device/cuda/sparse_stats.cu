@@ -74,8 +74,20 @@ __global__ void __launch_bounds__(kThreads)
 // One 256-thread block per 4096-element block (grid-stride over them): lane l
 // adds elements l, l + 256, ... in turn, lanes then pairwise (l += l + s for
 // s = 128 .. 1); the last block adds the block results in block order.
+// Only the schedule is the GPU's: a full block's 16 loads per lane are issued
+// before its adds, the pairwise steps s = 16 .. 1 run as shuffles in warp 0
+// (lane l still adds lane l + s to itself), and the in-order sum reads the
+// block results through shared memory, 256 at a time, so one thread's chain
+// of adds waits on shared loads, not on global ones.
 constexpr size_t kMomentBlock = 4096;
 constexpr int kMomentLanes = 256;
+constexpr int kMomentPerLane = int(kMomentBlock) / kMomentLanes;
+
+__device__ inline void addMoment(double v, double& a, double& c) {
+  if (!isfinite(v)) return;
+  a = __dadd_rn(a, v);
+  c = __dadd_rn(c, __dmul_rn(v, v));
+}
 
 __global__ void __launch_bounds__(kMomentLanes)
     momentsKernel(Ctl ctl, const float* x, size_t n, double2* partial, unsigned int* done,
@@ -89,36 +101,59 @@ __global__ void __launch_bounds__(kMomentLanes)
     const size_t begin = b * kMomentBlock;
     const size_t len = n - begin < kMomentBlock ? n - begin : kMomentBlock;
     double a = 0, c = 0;
-    for (size_t i = size_t(l); i < len; i += kMomentLanes) {
-      const double v = double(x[begin + i]);
-      if (!isfinite(v)) continue;
-      a = __dadd_rn(a, v);
-      c = __dadd_rn(c, __dmul_rn(v, v));
+    if (len == kMomentBlock) {
+      float v[kMomentPerLane];
+#pragma unroll
+      for (int k = 0; k < kMomentPerLane; ++k) v[k] = x[begin + size_t(l + k * kMomentLanes)];
+#pragma unroll
+      for (int k = 0; k < kMomentPerLane; ++k) addMoment(double(v[k]), a, c);
+    } else {
+      for (size_t i = size_t(l); i < len; i += kMomentLanes) addMoment(double(x[begin + i]), a, c);
     }
     ls[l] = a;
     lq[l] = c;
     __syncthreads();
-    for (int s = kMomentLanes / 2; s >= 1; s /= 2) {
+    for (int s = kMomentLanes / 2; s >= 32; s /= 2) {
       if (l < s) {
         ls[l] = __dadd_rn(ls[l], ls[l + s]);
         lq[l] = __dadd_rn(lq[l], lq[l + s]);
       }
       __syncthreads();
     }
-    if (l == 0) partial[b] = make_double2(ls[0], lq[0]);
-    __syncthreads();
+    if (l < 32) {
+      double ta = ls[l], tc = lq[l];
+      for (int s = 16; s >= 1; s /= 2) {
+        const double oa = __shfl_down_sync(0xFFFFFFFFu, ta, s);
+        const double oc = __shfl_down_sync(0xFFFFFFFFu, tc, s);
+        ta = __dadd_rn(ta, oa);  // meaningful in lanes l < s, as the shared-memory steps
+        tc = __dadd_rn(tc, oc);
+      }
+      if (l == 0) partial[b] = make_double2(ta, tc);
+    }
+    __syncthreads();  // ls, lq are rewritten for the next block
   }
   __threadfence();
   if (l == 0) last = lastBlockIn(done);
   __syncthreads();
-  if (!last || l != 0) return;
+  if (!last) return;
   __threadfence();
   double s = 0, q = 0;
   const volatile double2* p = partial;
-  for (size_t b = 0; b < blocks; ++b) {
-    s = __dadd_rn(s, p[b].x);
-    q = __dadd_rn(q, p[b].y);
+  for (size_t base = 0; base < blocks; base += kMomentLanes) {
+    const size_t count = blocks - base < size_t(kMomentLanes) ? blocks - base : kMomentLanes;
+    if (size_t(l) < count) {
+      ls[l] = p[base + l].x;
+      lq[l] = p[base + l].y;
+    }
+    __syncthreads();
+    if (l == 0)
+      for (size_t j = 0; j < count; ++j) {
+        s = __dadd_rn(s, ls[j]);
+        q = __dadd_rn(q, lq[j]);
+      }
+    __syncthreads();
   }
+  if (l != 0) return;
   *sum = s;
   *sumSquares = q;
   *done = 0;

@@ -6,12 +6,18 @@
 // bandwidth the kernel reaches (issue 19's goal: >= 0.7 for the streaming
 // kernels). Every primitive is asynchronous on the backend's stream; a run of
 // -n calls is timed with events, then the backend syncs once (scalar results
-// and data errors are checked).
+// and data errors are checked). After the rows, a per-kernel summary
+// (kbench_table.h): launch floor (the smallest size), bytes per element by
+// kbench's own count, rate and fraction of the copy; --check holds streaming
+// kernels to a fraction of the copy from 16 M elements on, selection kernels
+// to --select-check; --from-json evaluates a saved run without a GPU.
 //
 //   gradcomp-kbench [-b 1M] [-e 256M] [-f 4] [-n 20] [-w 3] [-J out.json]
+//                   [--check 0.7] [--select-check 0.4] [--from-json FILE]
 //
-// Exit codes: 0 ok, 1 bad flag or CUDA error, 4 no CUDA device (nothing
-// measured; the same "skipped" code the [gpu] tests use).
+// Exit codes: 0 ok, 1 bad flag or CUDA error, 3 --check: a kernel below its
+// fraction, 4 no CUDA device (nothing measured; the same "skipped" code the
+// [gpu] tests use).
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -26,6 +32,7 @@
 
 #include "device/arrays.h"
 #include "device/cuda/cuda_backend.h"
+#include "tools/gradcomp-kbench/kbench_table.h"
 
 using namespace gradcomp;
 using namespace gradcomp::device;
@@ -75,10 +82,13 @@ void usage(FILE* out) {
       "\n"
       "SYNOPSIS\n"
       "  gradcomp-kbench [-b 1M] [-e 256M] [-f 4] [-n 20] [-w 3] [-J file]\n"
+      "                  [--check F] [--select-check F] [--from-json file]\n"
       "\n"
       "DESCRIPTION\n"
       "  Throughput of every CUDA kernel family of gradcomp beside a device-to-device\n"
-      "  copy measured in the same run, on CUDA device 0, per buffer size.\n"
+      "  copy measured in the same run, on CUDA device 0, per buffer size, then per\n"
+      "  kernel: launch floor (smallest size), bytes per element (kbench's count), rate\n"
+      "  and fraction of the copy at the largest size, lowest fraction from 16M on.\n"
       "\n"
       "OPTIONS\n"
       "  -b SIZE   smallest buffer (K/M/G suffixes; default 1M)\n"
@@ -87,17 +97,43 @@ void usage(FILE* out) {
       "  -n N      timed iterations per size (default 20)\n"
       "  -w N      untimed warm-up iterations (default 3)\n"
       "  -J FILE   also write the rows as JSON\n"
+      "  --check F          exit 3 when a streaming kernel runs below F of the copy\n"
+      "                     at 16M elements or more (the largest size if smaller)\n"
+      "  --select-check F   the same for selection kernels (default 0.4 with --check)\n"
+      "  --from-json FILE   no measurement: summarize and check a saved -J file\n"
       "  -h        this help\n"
       "\n"
       "EXIT STATUS\n"
-      "  0 measured; 1 a usage error; 4 no CUDA device (nothing measured).\n",
+      "  0 measured; 1 a usage error; 3 --check failed; 4 no CUDA device (nothing\n"
+      "  measured).\n",
       out);
+}
+
+// The per-kernel summary and, with a fraction, the check: 0 or 3.
+static int report(const kbench::Table& t, double streaming, double selection) {
+  const std::vector<kbench::KernelFit> fits = kbench::fitTable(t);
+  std::printf("\n# per kernel on %s\n%s", t.device.c_str(),
+              kbench::summaryMarkdown(fits).c_str());
+  if (streaming < 0) return 0;
+  const kbench::CheckResult r = kbench::check(fits, streaming, selection);
+  for (const std::string& line : r.failures) std::printf("check: %s\n", line.c_str());
+  std::printf("check: %zu of %d kernels below their fraction (streaming %.2f, selection "
+              "%.2f): %s\n", r.failures.size(), r.checked, streaming, selection,
+              r.failures.empty() ? "PASS" : "FAIL");
+  return r.failures.empty() ? 0 : 3;
+}
+
+static bool parseFraction(const char* s, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(s, &end);
+  return end != s && !*end && *out >= 0 && *out <= 2;
 }
 
 int main(int argc, char** argv) {
   size_t begin = size_t(1) << 20, end = size_t(256) << 20, factor = 4;
   int iters = 20, warmup = 3;
-  std::string json;
+  double checkStreaming = -1, checkSelection = 0.4;
+  std::string json, fromJson;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -112,12 +148,23 @@ int main(int argc, char** argv) {
     else if (a == "-n" && ok) ok = (iters = std::atoi(v)) > 0;
     else if (a == "-w" && ok) ok = (warmup = std::atoi(v)) >= 0;
     else if (a == "-J" && ok) json = v;
+    else if (a == "--check" && ok) ok = parseFraction(v, &checkStreaming);
+    else if (a == "--select-check" && ok) ok = parseFraction(v, &checkSelection);
+    else if (a == "--from-json" && ok) fromJson = v;
     else ok = false;
     if (!ok) {
       usage(stderr);
       return 1;
     }
     ++i;
+  }
+  if (!fromJson.empty()) {
+    kbench::Table t;
+    if (Status s = kbench::readTable(fromJson, &t); !s.ok()) {
+      std::fprintf(stderr, "gradcomp-kbench: %s\n", s.message().c_str());
+      return 1;
+    }
+    return report(t, checkStreaming, checkSelection);
   }
   if (cudaDeviceCount() == 0) {
     std::printf("gradcomp-kbench: no CUDA device: nothing measured\n");
@@ -265,13 +312,19 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rows.size(); ++i)
       std::fprintf(f,
                    "  {\"kernel\": \"%s\", \"elements\": %zu, \"moved_bytes\": %.0f, \"seconds\": "
-                   "%.9g, \"gbps\": %.3f, \"copy_gbps\": %.3f, \"of_copy\": %.3f}%s\n",
+                   "%.9g, \"gbps\": %.3f, \"copy_gbps\": %.3f, \"of_copy\": %.3f, "
+                   "\"bytes_per_element\": %.6g}%s\n",
                    rows[i].kernel.c_str(), rows[i].n, rows[i].bytes, rows[i].seconds,
                    rows[i].bytes / rows[i].seconds / 1e9, 8.0 * rows[i].n / rows[i].copySeconds / 1e9,
                    (rows[i].bytes / rows[i].seconds) / (8.0 * rows[i].n / rows[i].copySeconds),
-                   i + 1 < rows.size() ? "," : "");
+                   rows[i].bytes / double(rows[i].n), i + 1 < rows.size() ? "," : "");
     std::fprintf(f, "]}\n");
     std::fclose(f);
   }
-  return 0;
+  kbench::Table t;
+  t.device = prop.name;
+  for (const Row& r : rows)
+    t.rows.push_back(kbench::Row{r.kernel, double(r.n), r.bytes, r.seconds,
+                                 8.0 * double(r.n) / r.copySeconds / 1e9});
+  return report(t, checkStreaming, checkSelection);
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "tools/gradcomp-sim/gpu_calibration.h"
 
 namespace gradcomp::sim {
 
@@ -47,6 +48,12 @@ GpuCallStats& GpuCallStats::operator+=(const GpuCallStats& o) {
   deviceBytes += o.deviceBytes, pcieBytes += o.pcieBytes, hostBytes += o.hostBytes;
   kernelS += o.kernelS, launchS += o.launchS, pcieS += o.pcieS, syncS += o.syncS;
   hostS += o.hostS;
+  for (const auto& [name, t] : o.prims) {
+    PrimTally& m = prims[name];
+    m.calls += t.calls, m.deviceBytes += t.deviceBytes, m.seconds += t.seconds;
+    m.pcieS += t.pcieS;
+    if (m.kernel.empty()) m.kernel = t.kernel;
+  }
   return *this;
 }
 
@@ -55,6 +62,7 @@ GpuCallStats GpuCallStats::scaled(double f) const {
   for (double* v : {&s.primitives, &s.syncs, &s.deviceBytes, &s.pcieBytes, &s.hostBytes,
                     &s.kernelS, &s.launchS, &s.pcieS, &s.syncS, &s.hostS})
     *v *= f;
+  for (auto& [name, t] : s.prims) t.calls *= f, t.deviceBytes *= f, t.seconds *= f, t.pcieS *= f;
   return s;
 }
 
@@ -76,11 +84,15 @@ constexpr double kGB = 1e9, kUs = 1e-6;
 }  // namespace
 
 GpuClock::Cost GpuClock::price(GpuDesign d, PrimKind kind, const PrimBytes& b,
-                               const GpuConstants& c) {
+                               const GpuConstants& c, const GpuCalibration* cal) {
   Cost k;
   GpuCallStats& s = k.stats;
   s.primitives = 1;
   const double launch = c.launchUs * kUs;
+  // A measured kernel (resident, persistent): its floor and rate; a copy with
+  // a host side is a DMA and stays at the constants.
+  const bool hostCopy = kind == PrimKind::Copy && b.host > 0;
+  const KernelRate* rate = cal && !hostCopy ? cal->find(b.name.kernel) : nullptr;
   switch (d) {
     case GpuDesign::Resident:
     case GpuDesign::Persistent: {
@@ -91,10 +103,13 @@ GpuClock::Cost GpuClock::price(GpuDesign d, PrimKind kind, const PrimBytes& b,
       // persistent kernel; its device side overlaps the transfer.
       const bool dma = kind == PrimKind::Copy && b.host > 0;
       const double pcie = b.host / ((dma && resident ? c.pcieGBs : c.mappedGBs) * kGB);
-      const double kernel = dma ? 0 : b.device / (c.hbmGBs * kGB);
+      const double kernel = dma ? 0 : b.device / (rate ? rate->bytesPerS : c.hbmGBs * kGB);
       s.kernelS = kernel;
       s.pcieS = pcie;
-      if (resident) {
+      if (resident && rate) {
+        s.launchS = rate->floorS;  // measured back to back: no constant floor on top
+        k.stream = rate->floorS + kernel + pcie;
+      } else if (resident) {
         const double floor = std::max(launch, kernel + pcie);
         s.launchS = floor - kernel - pcie;
         k.stream = floor;
@@ -137,9 +152,20 @@ GpuClock::GpuClock(SimTransport& net, const GpuModelOptions& options)
 void GpuClock::primitive(PrimKind kind, const PrimBytes& bytes) {
   pending_ = true;
   Cost cost[kGpuDesigns];
+  const GpuCalibration* cal = o_.calibration.get();
+  // Copies with a host side are DMAs: their own row, never a kernel's.
+  const bool dma = (kind == PrimKind::Copy || kind == PrimKind::Fill) && bytes.host > 0;
+  const bool measured = cal && !dma && cal->find(bytes.name.kernel);
+  const std::string prim = std::string(bytes.name.prim) + (dma ? " (host)" : "");
   for (int d = 0; d < kGpuDesigns; ++d) {
-    cost[d] = price(GpuDesign(d), kind, bytes, o_.c);
+    cost[d] = price(GpuDesign(d), kind, bytes, o_.c, cal);
     stats_[d] += cost[d].stats;
+    PrimTally& t = stats_[d].prims[prim];
+    t.calls += 1;
+    t.deviceBytes += bytes.device;
+    t.seconds += cost[d].stream + cost[d].host;
+    t.pcieS += cost[d].stats.pcieS;
+    if (measured && d != int(GpuDesign::Staged)) t.kernel = bytes.name.kernel;
   }
   for (size_t s = 0; s < gpuFree_.size(); ++s) {
     const GpuDesign d = o_.scenarioDesign[s];

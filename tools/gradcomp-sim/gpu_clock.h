@@ -18,7 +18,15 @@ enum class PrimKind {
   Accumulate,  // the error-feedback load: staged ran it as host loops
 };
 
+// The primitive (Backend's method name) and the gradcomp-kbench kernel that
+// measures it (nullptr: none does; priced at the constants).
+struct PrimName {
+  const char* prim = "";
+  const char* kernel = nullptr;
+};
+
 struct PrimBytes {
+  PrimName name;
   double device = 0;      // bytes read + written in device memory (scaled)
   double host = 0;        // bytes read + written in host memory (scaled)
   double scalar = 0;      // scalar results read back (not scaled)
@@ -43,7 +51,9 @@ class GpuClock {
     double host = 0;    // on the host (staged host loops)
     GpuCallStats stats;
   };
-  static Cost price(GpuDesign d, PrimKind kind, const PrimBytes& b, const GpuConstants& c);
+  // `cal` may be nullptr (every kernel at the constants).
+  static Cost price(GpuDesign d, PrimKind kind, const PrimBytes& b, const GpuConstants& c,
+                    const GpuCalibration* cal = nullptr);
 
  private:
   SimTransport& net_;

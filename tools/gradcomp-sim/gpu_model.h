@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,19 @@ struct GpuConstants {
   double selectPasses = 4;  // kthLargestAbs reads its input this many times (radix select)
 };
 
+// Measured kernel rates (gpu_calibration.h); nullptr in GpuModelOptions:
+// every kernel at the constants.
+class GpuCalibration;
+
+// One primitive's share of a call (GpuCallStats::prims), for one design.
+struct PrimTally {
+  double calls = 0;
+  double deviceBytes = 0;
+  double seconds = 0;   // its time on the stream (staged: also its host loops)
+  double pcieS = 0;     // of which host memory across PCIe (mapped access, DMA)
+  std::string kernel;   // the kbench kernel it was priced as; "" at the constants
+};
+
 // Per call and rank, for one design: what the primitives cost (sums, not the
 // critical path: GPU work overlaps the network).
 struct GpuCallStats {
@@ -78,6 +92,7 @@ struct GpuCallStats {
   double pcieS = 0;        // PCIe transfers (staged: the mapped kernels)
   double syncS = 0;        // synchronizations / flag waits / grid barriers
   double hostS = 0;        // staged host loops
+  std::map<std::string, PrimTally> prims;  // by primitive name (Backend's method)
   GpuCallStats& operator+=(const GpuCallStats& o);
   GpuCallStats scaled(double f) const;
 };
@@ -88,6 +103,9 @@ struct GpuModelOptions {
   double scale = 1;                       // payload scaling (see above)
   double stagedHostBytesPerElement = 0;   // staged: per-call host passes (stagedHostPassBytes)
   bool excludeCpu = false;  // tell the transport the reference compute's CPU time (compute-scale)
+  // Resident and persistent kernels at measured rates and launch floors
+  // (--gpu-kbench); kernels it lacks, and copies with a host side, at `c`.
+  std::shared_ptr<const GpuCalibration> calibration;
 };
 
 // Staged: bytes per element of the per-call host loops v1 ran that have no

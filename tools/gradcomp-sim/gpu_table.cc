@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <string>
 
 #include "common/log.h"
+#include "tools/gradcomp-sim/gpu_calibration.h"
 
 namespace gradcomp::sim {
 namespace {
@@ -53,6 +55,56 @@ void printHeader(const GpuTableSpec& s) {
               s.base.model.alphaS * 1e6, c.hbmGBs, c.pcieGBs, c.mappedGBs, c.hostGBs, c.launchUs,
               c.syncUs, c.flagUs, c.stepUs, c.selectPasses, s.base.warmup, s.base.iters,
               (unsigned long long)s.base.seed);
+  if (const GpuCalibration* cal = s.base.gpu.calibration.get()) {
+    std::printf("# kernels at the floors and rates measured on %s (resident, persistent):\n",
+                cal->source().c_str());
+    for (const auto& [name, r] : cal->rates())
+      std::printf("#   %-28s floor %7.2f us, %8.1f GB/s (%.4g model bytes per element)\n",
+                  name.c_str(), r.floorS * 1e6, r.bytesPerS / 1e9, r.modelBytesPerElement);
+  }
+}
+
+// The design whose per-primitive breakdown is printed: resident when run.
+GpuDesign breakdownDesign(const GpuTableSpec& s) {
+  for (GpuDesign d : s.base.gpu.designs)
+    if (d == GpuDesign::Resident) return d;
+  return s.base.gpu.designs.front();
+}
+
+// Per replay: where the GPU's time goes, by primitive, largest first.
+void printPrimitives(const GpuTableSpec& s, const std::vector<Replay>& replays) {
+  const GpuDesign d = breakdownDesign(s);
+  std::vector<std::string> unmeasured;
+  for (const Replay& r : replays) {
+    const GpuCallStats& g = r.r.gpuStats[int(d)];
+    std::vector<std::pair<std::string, PrimTally>> rows(g.prims.begin(), g.prims.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    double total = 0;
+    for (const auto& row : rows) total += row.second.seconds;
+    std::printf("\n%s, P = %d, %s: %.3f ms of GPU stream time per call and rank\n\n"
+                "| primitive | priced as | calls | device MB | ms | of which PCIe ms | share |\n"
+                "|---|---|--:|--:|--:|--:|--:|\n",
+                r.algo.c_str(), r.P, gpuDesignName(d), total * 1e3);
+    for (const auto& [name, t] : rows) {
+      const bool measured = !t.kernel.empty();
+      const bool dma = name.find(" (host)") != std::string::npos;  // gpu_clock.cc
+      std::printf("| %s | %s | %.1f | %.1f | %.3f | %.3f | %.1f%% |\n", name.c_str(),
+                  measured ? t.kernel.c_str() : dma ? "PCIe DMA" : "constants", t.calls,
+                  t.deviceBytes / 1e6, t.seconds * 1e3, t.pcieS * 1e3,
+                  total > 0 ? 100 * t.seconds / total : 0.0);
+      if (!measured && !dma && s.base.gpu.calibration &&
+          std::find(unmeasured.begin(), unmeasured.end(), name) == unmeasured.end())
+        unmeasured.push_back(name);
+    }
+  }
+  if (!unmeasured.empty()) {
+    std::printf("\nNote: no kernel of the kbench file measures these; priced at the constants "
+                "(HBM %g GB/s, launch %g us):",
+                s.base.gpu.constants.hbmGBs, s.base.gpu.constants.launchUs);
+    for (const std::string& n : unmeasured) std::printf(" %s", n.c_str());
+    std::printf("\n");
+  }
 }
 
 // ms per call: rows algorithm x design (+ NCCL ring), columns P x rate.
@@ -103,6 +155,21 @@ void printBreakdown(const GpuTableSpec& s, const std::vector<Replay>& replays) {
     }
 }
 
+// {"primitive": {"kernel": ..., "calls": ..., "device_bytes": ..., "ms": ...}, ...}
+std::string primsJson(const GpuCallStats& g) {
+  std::string out = "{";
+  char buf[256];
+  for (const auto& [name, t] : g.prims) {
+    std::snprintf(buf, sizeof buf,
+                  "%s\"%s\": {\"kernel\": \"%s\", \"calls\": %.1f, \"device_bytes\": %.0f, "
+                  "\"ms\": %.6g, \"pcie_ms\": %.6g}",
+                  out.size() > 1 ? ", " : "", name.c_str(), t.kernel.c_str(), t.calls,
+                  t.deviceBytes, t.seconds * 1e3, t.pcieS * 1e3);
+    out += buf;
+  }
+  return out + "}";
+}
+
 void writeJson(const GpuTableSpec& s, const std::vector<Replay>& replays) {
   FILE* out = std::fopen(s.jsonPath.c_str(), "w");
   if (!out) {
@@ -113,9 +180,11 @@ void writeJson(const GpuTableSpec& s, const std::vector<Replay>& replays) {
   std::fprintf(out, "{\"tool\": \"gradcomp-sim --gpu-model\", \"count\": %llu, \"alpha_us\": %g, "
                "\"hbm_gbs\": %g, \"pcie_gbs\": %g, \"mapped_gbs\": %g, \"host_gbs\": %g, "
                "\"launch_us\": %g, \"sync_us\": %g, \"flag_us\": %g, \"step_us\": %g, "
-               "\"select_passes\": %g, \"warmup\": %d, \"iters\": %d, \"seed\": %llu,\n \"rows\": [\n",
+               "\"select_passes\": %g, \"kbench\": \"%s\", \"warmup\": %d, \"iters\": %d, "
+               "\"seed\": %llu,\n \"rows\": [\n",
                (unsigned long long)s.count, s.base.model.alphaS * 1e6, c.hbmGBs, c.pcieGBs,
                c.mappedGBs, c.hostGBs, c.launchUs, c.syncUs, c.flagUs, c.stepUs, c.selectPasses,
+               s.base.gpu.calibration ? s.base.gpu.calibration->source().c_str() : "",
                s.base.warmup, s.base.iters, (unsigned long long)s.base.seed);
   const std::vector<double>& rates = s.base.gpu.gbps;
   bool first = true;
@@ -130,12 +199,13 @@ void writeJson(const GpuTableSpec& s, const std::vector<Replay>& replays) {
                      "\"pcie_bytes\": %.0f, \"host_bytes\": %.0f, \"kernel_ms\": %.6g, "
                      "\"launch_ms\": %.6g, \"pcie_ms\": %.6g, \"sync_ms\": %.6g, "
                      "\"host_ms\": %.6g, \"wire_bytes_max\": %.0f, \"msgs_max\": %.1f, "
-                     "\"wall_s\": %.1f}",
+                     "\"wall_s\": %.1f, \"prims\": %s}",
                      first ? "" : ",\n", r.algo.c_str(), gpuDesignName(design), r.P, rates[j],
                      r.r.scenarioTimeS[d * rates.size() + j] * 1e3, r.runCount, r.scale,
                      r.aligned ? "true" : "false", g.primitives, g.syncs, g.deviceBytes,
                      g.pcieBytes, g.hostBytes, g.kernelS * 1e3, g.launchS * 1e3, g.pcieS * 1e3,
-                     g.syncS * 1e3, g.hostS * 1e3, r.r.chargedSentMax, r.r.msgsMax, r.r.wallS);
+                     g.syncS * 1e3, g.hostS * 1e3, r.r.chargedSentMax, r.r.msgsMax, r.r.wallS,
+                     primsJson(g).c_str());
         first = false;
       }
     }
@@ -206,6 +276,7 @@ int runGpuTable(const GpuTableSpec& spec) {
     }
   printTimes(spec, replays);
   printBreakdown(spec, replays);
+  printPrimitives(spec, replays);
   return failures ? 1 : 0;
 }
 

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "tools/gradcomp-sim/auto_check.h"
 #include "tools/gradcomp-sim/formulas.h"
+#include "tools/gradcomp-sim/gpu_calibration.h"
 #include "tools/gradcomp-sim/gpu_table.h"
 #include "tools/gradcomp-sim/sim_run.h"
 
@@ -44,6 +45,7 @@ struct Flags {
   double intraGbps = 1600, intraAlphaUs = 2;
   std::vector<std::string> hierarchies{"flat"};
   std::string jsonPath;
+  std::string kbenchPath;  // --gpu-kbench
   SimJob job;  // algorithm parameters, iterations, inputs
 };
 
@@ -61,7 +63,7 @@ const char* kUsage =
     "  [--json PATH]\n"
     "  [--gpu-model staged,resident,persistent|all] [--gpu-hbm-gbs B] [--gpu-pcie-gbs B]\n"
     "  [--gpu-mapped-gbs B] [--gpu-host-gbs B] [--gpu-launch-us T] [--gpu-sync-us T]\n"
-    "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K]\n"
+    "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K] [--gpu-kbench FILE]\n"
     "  [--auto-check N,N...] [--coll allreduce|reducescatter]\n"
     "\n"
     "DESCRIPTION\n"
@@ -86,6 +88,9 @@ const char* kUsage =
     "--ranks x --gbps (a list), beside NCCL's ring. --count is the count reported; a\n"
     "replay runs count/m elements (--mem-budget) and scales bytes by m. The compute\n"
     "scale then charges only the host code outside primitives.\n"
+    "--gpu-kbench FILE: price each kernel at the launch floor and rate gradcomp-kbench\n"
+    "measured (its -J JSON) instead of --gpu-hbm-gbs and --gpu-launch-us; kernels the\n"
+    "file lacks keep the constants (the per-primitive table marks them).\n"
     "--auto-check N,N...: GRADCOMP_ALGO=auto's model offline: each candidate of\n"
     "GRADCOMP_AUTO_CANDIDATES (or --param AUTO_CANDIDATES=...) is simulated at the\n"
     "probe's sizes, the tuner's model code fits it, and its predictions at these\n"
@@ -194,6 +199,8 @@ Status parseFlags(int argc, char** argv, Flags* f) {
         GC_CHECK(parseDouble(flag, part, 1e-6, &d));
         f->gbps.push_back(d);
       }
+    } else if (flag == "--gpu-kbench") {
+      f->kbenchPath = v;
     } else if (flag == "--gpu-model") {
       f->gpu = true;
       GC_CHECK(parseGpuDesigns(v, &f->job.gpu.designs));
@@ -268,6 +275,11 @@ Status parseFlags(int argc, char** argv, Flags* f) {
       GC_REQUIRE(algo::findAlgorithm(a)->reduceScatterReference, Err::InvalidArgument,
                  "--coll reducescatter: %s has no reduce-scatter form", a.c_str());
   }
+  GC_REQUIRE(f->gpu || f->kbenchPath.empty(), Err::InvalidArgument,
+             "--gpu-kbench needs --gpu-model");
+  if (!f->kbenchPath.empty())
+    GC_CHECK(GpuCalibration::fromFile(f->kbenchPath, f->job.gpu.constants.selectPasses,
+                                      &f->job.gpu.calibration));
   return Status::Ok();
 }
 

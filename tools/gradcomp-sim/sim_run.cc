@@ -39,6 +39,7 @@ std::unique_ptr<GpuModel> gpuModelFor(const SimJob& job, SimTransport& net) {
   for (GpuDesign d : job.gpu.designs)
     for (size_t j = 0; j < job.gpu.gbps.size(); ++j) o.scenarioDesign.push_back(d);
   o.scale = job.gpu.scale;
+  o.calibration = job.gpu.calibration;
   o.stagedHostBytesPerElement = stagedHostPassBytes(job.algo);
   o.excludeCpu = job.model.computeScale > 0;
   return makeGpuModel(net, o);

@@ -54,6 +54,7 @@ struct SimJob {
     std::vector<GpuDesign> designs;
     std::vector<double> gbps;
     double scale = 1;
+    std::shared_ptr<const GpuCalibration> calibration;  // --gpu-kbench; nullptr: constants
   } gpu;
 };
 
