@@ -258,7 +258,7 @@ DOUBLE_API ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, siz
   return ncclSuccess;
 }
 
-// Real sums for float32 (sum, avg) in NCCL's layout: rank r gets elements
+// Real sums for float32 (sum, avg) and int32 (sum) in NCCL's layout: rank r gets elements
 // [r * recvcount, (r + 1) * recvcount) of the reduction; other types get
 // their own input slice (the tests only check the arguments there).
 DOUBLE_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -277,6 +277,14 @@ DOUBLE_API ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff,
       for (int r = 0; r < comm->nranks; ++r)
         s += reinterpret_cast<const float*>(&all[size_t(r) * bytes])[first + i];
       out[i] = float(op == ncclAvg ? s / comm->nranks : s);
+    }
+  } else if (dtype == ncclInt32 && op == ncclSum) {
+    int32_t* out = static_cast<int32_t*>(recvbuff);
+    for (size_t i = 0; i < recvcount; ++i) {
+      int64_t s = 0;
+      for (int r = 0; r < comm->nranks; ++r)
+        s += reinterpret_cast<const int32_t*>(&all[size_t(r) * bytes])[first + i];
+      out[i] = int32_t(s);
     }
   } else {
     memmove(recvbuff, &all[size_t(comm->rank) * bytes + first * esz], recvcount * esz);
