@@ -105,12 +105,17 @@ dry-run)
   for part in a-test_gpu_kernels a-kbench b1-bit-identical b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
               b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign \
               c-side-oktopk c-side-off-check c-side-times e-jax-exact e-jax-compressed-result f-sysucx-safe \
-              f-sysucx-safe-reference f-sysucx-asis; do
+              f-sysucx-safe-reference f-sysucx-asis g-fsdp-dense g-fsdp-dense-result g-fsdp-qsgd \
+              g-fsdp-qsgd-result; do
     grep -q "^  $part " "$tmp/out/plan.txt" || fail "plan lacks step $part"
   done
   grep -q "carry=\[\".device/debs\", \".device/data\"" "$tmp/out/plan.txt" || fail "plan lacks the run invocation"
   grep -q "GRADCOMP_ALGO=qsgd GRADCOMP_BITS=4" "$tmp/out/plan.txt" || fail "qsgd is not 4 bit"
   grep -q "GRADCOMP_ALGO=oktopk GRADCOMP_DENSITY=0.01" "$tmp/out/plan.txt" || fail "oktopk density is not 0.01"
+  grep -q "GRADCOMP_ALGO=off GRADCOMP_RS_ALGO=qsgd GRADCOMP_BITS=4 .*train_fmnist_fsdp.py" "$tmp/out/plan.txt" ||
+    fail "part g does not run the FSDP2 example with qsgd 4 bit reduce-scatters"
+  grep -q "g-fsdp-qsgd-result .*batch_check.py fsdp .*--dense .*g-fsdp-dense.log" "$tmp/out/plan.txt" ||
+    fail "part g does not compare qsgd's accuracy with dense's"
   # A bad option is refused before anything runs.
   if "$src/tools/device/gpu_batch.sh" --parts a,z "$tmp/x" 2>/dev/null; then fail "--parts a,z accepted"; fi
   ;;
