@@ -26,11 +26,19 @@ add_test(NAME device_batch_interleave
          COMMAND ${GC_DEVICE_TEST} interleave ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 add_test(NAME device_batch_jax_cpu COMMAND ${GC_DEVICE_TEST} jax ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 add_test(NAME pytorch_example_gloo COMMAND ${GC_DEVICE_TEST} example ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+# Part g (FSDP2): the script byte-compiles and, on a PyTorch without FSDP2,
+# exits 3 naming what is missing (skipped, 77, where torch cannot be
+# imported); its verdict on synthetic stats files (standard library only).
+add_test(NAME pytorch_example_fsdp
+         COMMAND ${GC_DEVICE_TEST} fsdp-example ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+add_test(NAME device_batch_fsdp_check
+         COMMAND ${GC_DEVICE_TEST} fsdp-check ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
 set_tests_properties(device_batch_passthrough device_batch_compressed device_batch_interleave
-                     device_batch_jax_cpu pytorch_example_gloo
+                     device_batch_jax_cpu pytorch_example_gloo pytorch_example_fsdp
                      PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+set_tests_properties(device_batch_fsdp_check PROPERTIES TIMEOUT 60)
 # torch.distributed.run --standalone (PyTorch 1.13) listens on the fixed port
 # 29400, and gloo and the c10d store take free ports when they start: alone
 # on the machine, no other test's port can race it (it failed once in a
 # -j2 run here, next to device_batch_compressed; 7 runs alone passed).
-set_tests_properties(pytorch_example_gloo PROPERTIES RUN_SERIAL TRUE)
+set_tests_properties(pytorch_example_gloo pytorch_example_fsdp PROPERTIES RUN_SERIAL TRUE)

@@ -34,6 +34,19 @@
 #   device_batch_test.sh example SRC BUILD
 #       examples/pytorch/train_fmnist.py, 2 ranks on gloo, 10 steps: both
 #       ranks end with the same parameters and learned something
+#   device_batch_test.sh fsdp-example SRC BUILD
+#       examples/pytorch/train_fmnist_fsdp.py (FSDP2, part g) byte-compiles;
+#       where PyTorch lacks FSDP2 (< 2.4: Debian 12's 1.13) it exits 3 with
+#       the message naming what is missing, before any process group; where
+#       it has FSDP2, 2 ranks on gloo (sum reduce-scatters) for 10 steps pass
+#       batch_check.py fsdp without stats
+#   device_batch_test.sh fsdp-check SRC BUILD
+#       batch_check.py fsdp (part g's verdict) on synthetic RESULT logs and
+#       GRADCOMP_STATS files: passes a run whose every rank compressed
+#       reduce-scatters within the band of dense, and fails a rank without
+#       compressed reduce-scatters, a missing stats file, stats without the
+#       reduce_scatter object, accuracy below the band, DDP's RESULT lines
+#       (Python's standard library only: never skipped)
 # Exit 77 (skipped) only when PyTorch cannot be imported (CI installs
 # python3-torch, so there it runs).
 set -euo pipefail
@@ -92,12 +105,17 @@ dry-run)
   for part in a-test_gpu_kernels a-kbench b1-bit-identical b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
               b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign \
               c-side-oktopk c-side-off-check c-side-times e-jax-exact e-jax-compressed-result f-sysucx-safe \
-              f-sysucx-safe-reference f-sysucx-asis; do
+              f-sysucx-safe-reference f-sysucx-asis g-fsdp-dense g-fsdp-dense-result g-fsdp-qsgd \
+              g-fsdp-qsgd-result; do
     grep -q "^  $part " "$tmp/out/plan.txt" || fail "plan lacks step $part"
   done
   grep -q "carry=\[\".device/debs\", \".device/data\"" "$tmp/out/plan.txt" || fail "plan lacks the run invocation"
   grep -q "GRADCOMP_ALGO=qsgd GRADCOMP_BITS=4" "$tmp/out/plan.txt" || fail "qsgd is not 4 bit"
   grep -q "GRADCOMP_ALGO=oktopk GRADCOMP_DENSITY=0.01" "$tmp/out/plan.txt" || fail "oktopk density is not 0.01"
+  grep -q "GRADCOMP_ALGO=off GRADCOMP_RS_ALGO=qsgd GRADCOMP_BITS=4 .*train_fmnist_fsdp.py" "$tmp/out/plan.txt" ||
+    fail "part g does not run the FSDP2 example with qsgd 4 bit reduce-scatters"
+  grep -q "g-fsdp-qsgd-result .*batch_check.py fsdp .*--dense .*g-fsdp-dense.log" "$tmp/out/plan.txt" ||
+    fail "part g does not compare qsgd's accuracy with dense's"
   # A bad option is refused before anything runs.
   if "$src/tools/device/gpu_batch.sh" --parts a,z "$tmp/x" 2>/dev/null; then fail "--parts a,z accepted"; fi
   ;;
@@ -221,6 +239,97 @@ example)
   torchrun 2 "$src/examples/pytorch/train_fmnist.py" --max-steps 10 --eval-samples 1000 | tee "$tmp/train.log"
   "$py" "$src/tools/device/batch_check.py" train "$tmp/train.log" --ranks 2 --min-accuracy 0.25
   grep -q '"steps": 10' "$tmp/train.log" || fail "not 10 steps"
+  ;;
+fsdp-example)
+  py="$(torch_python)"
+  script="$src/examples/pytorch/train_fmnist_fsdp.py"
+  "$py" -m py_compile "$script" || fail "$script does not byte-compile"
+  if "$py" -c 'import sys, torch, re
+v = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+sys.exit(0 if v >= (2, 4) else 1)'; then
+    # FSDP2 on the CPU: gloo has no AVG, so the script forces sum reductions
+    # (exit 3 where this FSDP2 cannot: then nothing more to check here).
+    rc=0
+    torchrun 2 "$script" --max-steps 10 --eval-samples 1000 >"$tmp/fsdp.log" 2>&1 || rc=$?
+    cat "$tmp/fsdp.log"
+    if [ $rc != 0 ] && grep -q "cannot be asked for sum reduce-scatters" "$tmp/fsdp.log"; then
+      echo "fsdp-example: this FSDP2 cannot force sum reductions (gloo needs them): run not checked"
+    else
+      [ $rc = 0 ] || fail "train_fmnist_fsdp.py on gloo exited $rc"
+      "$py" "$src/tools/device/batch_check.py" fsdp "$tmp/fsdp.log" --ranks 2 --min-accuracy 0.25
+    fi
+  else
+    # No process group, no data: the check comes first.
+    rc=0
+    "$py" "$script" --data "$tmp/no-data" 2>"$tmp/err.txt" || rc=$?
+    cat "$tmp/err.txt"
+    [ $rc = 3 ] || fail "train_fmnist_fsdp.py exited $rc without FSDP2 (want 3)"
+    grep -q "has no FSDP2 (fully_shard): it needs torch >= 2.4" "$tmp/err.txt" ||
+      fail "no message naming what is missing"
+    grep -q "train_fmnist.py (DDP) runs on this version" "$tmp/err.txt" || fail "the message names no way out"
+  fi
+  ;;
+fsdp-check)
+  # Synthetic runs of 4 ranks: RESULT lines as train_fmnist_fsdp.py prints
+  # them and stats files as libgradcomp writes them (plugin/nccl/stats.cc).
+  python3 - "$tmp" <<'PY'
+import json, os, sys
+tmp = sys.argv[1]
+def run(name, acc, compressed=(150, 150, 150, 150), sharding="fully_shard", rs=True, missing=()):
+    os.makedirs(os.path.join(tmp, name), exist_ok=True)
+    with open(os.path.join(tmp, name + ".log"), "w") as f:
+        f.write("train_fmnist_fsdp: 4 ranks, nccl\nepoch 1: steps 150, test accuracy %.4f\n" % acc)
+        for r in range(4):
+            res = {"rank": r, "ranks": 4, "epochs": 1, "steps": 150, "accuracy": acc, "step_ms": 40.0,
+                   "params_sha256": "ab" * 32, "reduce_op": "avg", "reduce_dtype": "float32"}
+            if sharding:
+                res["sharding"] = sharding
+            f.write("[rank%d]:RESULT %s\n" % (r, json.dumps(res)))
+    for r, n in enumerate(compressed):
+        if r in missing:
+            continue
+        comm = {"index": 0, "rank": r, "nranks": 4, "calls_compressed": n, "calls_passed": 450,
+                "disabled_reason": "", "pass_reasons": {"below GRADCOMP_MIN_BYTES": 450}}
+        if rs:
+            comm["reduce_scatter"] = {"calls_compressed": n, "calls_passed": 450,
+                                      "logical_bytes": n * 1607680, "wire_bytes": n * 150720,
+                                      "passed_bytes": 450 * 20000}
+        with open(os.path.join(tmp, name, "stats.rank%d.json" % r), "w") as f:
+            json.dump({"pid": 100 + r, "rank": r, "communicators": [comm]}, f)
+run("dense", 0.80)
+run("qsgd", 0.79)
+run("lost", 0.70)
+run("rank2-none", 0.79, compressed=(150, 150, 0, 150))
+run("rank3-missing", 0.79, missing=(3,))
+run("old-lib", 0.79, rs=False)
+run("ddp", 0.79, sharding=None)
+PY
+  check=(python3 "$src/tools/device/batch_check.py" fsdp)
+  "${check[@]}" "$tmp/dense.log" --stats "$tmp/dense" | tee "$tmp/dense.txt"
+  "${check[@]}" "$tmp/qsgd.log" --stats "$tmp/qsgd" --dense "$tmp/dense.log" --band 0.05 | tee "$tmp/qsgd.txt"
+  grep -q "^PASS FSDP2 avg float32: accuracy 0.7900 after 150 steps.*(dense 0.8000 after 150 steps" \
+    "$tmp/qsgd.txt" || fail "the verdict does not compare with dense"
+  grep -q "compressed reduce-scatters per rank \[150, 150, 150, 150\]" "$tmp/qsgd.txt" ||
+    fail "the verdict lacks the compressed reduce-scatters per rank"
+  grep -q "pass reasons (all ranks) {'below GRADCOMP_MIN_BYTES': 1800}" "$tmp/qsgd.txt" ||
+    fail "the verdict does not list the pass-through reasons"
+  # What must fail, and why.
+  expect_fail() {
+    local name="$1" why="$2"
+    shift 2
+    if "${check[@]}" "$tmp/$name.log" --stats "$tmp/$name" "$@" >"$tmp/$name.txt"; then
+      cat "$tmp/$name.txt"
+      fail "$name passes"
+    fi
+    grep -q "$why" "$tmp/$name.txt" || { cat "$tmp/$name.txt"; fail "$name fails without '$why'"; }
+    echo "fails as it should: $name ($why)"
+  }
+  expect_fail lost "accuracy 0.7000 is below dense 0.8000 - 0.05" --dense "$tmp/dense.log"
+  expect_fail rank2-none "rank 2 compressed no reduce-scatter"
+  expect_fail rank3-missing "rank 3 wrote no stats file"
+  expect_fail old-lib "no \"reduce_scatter\" in its stats"
+  expect_fail ddp "not train_fmnist_fsdp.py's RESULT lines"
+  expect_fail qsgd "RESULT lines from ranks \[0, 1, 2, 3\], expected 8 ranks" --ranks 8
   ;;
 *)
   fail "unknown mode $mode"

@@ -12,6 +12,13 @@ the batch copies into summary.txt, and exits 0 (pass) or 1 (fail).
                       --min-accuracy; with --stats DIR every rank compressed at
                       least one allreduce per training step (and gradcomp's
                       stats lines from LOG are repeated)
+  fsdp LOG            train_fmnist_fsdp.py (FSDP2) RESULT lines: all ranks, equal
+                      parameters, --min-accuracy; the GRADCOMP_STATS files of
+                      --stats DIR prove the reduce-scatters were compressed:
+                      every rank's reduce_scatter.calls_compressed > 0 (summed
+                      over its communicators); the pass-through reasons are
+                      listed. With --dense LOG2 (the dense run of the same
+                      steps): accuracy >= LOG2's - --band
   times ROOT          table of the ROOT/<run>/time.jsonl rows (--runs globs)
                       beside the --baseline row of the same size
   interleave DIR...   nccl_driver interleave phase (DIR/interleave.jsonl): every
@@ -113,16 +120,23 @@ def cmd_stats(a):
                    else "%d of %d ranks did not compress every allreduce" % (bad, len(driver)))
 
 
-def cmd_train(a):
+def read_results(log, echo_stats=True):
+    """{rank: RESULT object} of a training log (train_fmnist*.py); with echo_stats
+    gradcomp's per-communicator stats lines in it are printed."""
     results = {}
-    with open(a.log, errors="replace") as f:
+    with open(log, errors="replace") as f:
         for line in f:
             at = line.find("RESULT {")
             if at >= 0:
                 r = json.loads(line[at + len("RESULT "):])
                 results[r["rank"]] = r
-            elif "GRADCOMP INFO stats comm" in line:  # the per-communicator lines at destroy
+            elif echo_stats and "GRADCOMP INFO stats comm" in line:  # printed at destroy
                 print(line.rstrip())
+    return results
+
+
+def cmd_train(a):
+    results = read_results(a.log)
     if len(results) != a.ranks:
         return verdict(False, "RESULT lines from ranks %s, expected %d ranks" % (sorted(results), a.ranks))
     r0 = results[0]
@@ -142,6 +156,86 @@ def cmd_train(a):
         else:
             detail += "; compressed allreduces per rank %s, passed through %s" % (
                 [c[0] for c in counts], [c[1] for c in counts])
+    for p in problems:
+        print("problem: " + p)
+    return verdict(not problems, detail)
+
+
+def reduce_scatter_stats(path):
+    """One rank's stats file: reduce-scatter calls (compressed, passed), logical
+    and wire bytes, summed over its communicators, and the pass-through
+    reasons of all its calls (the stats count them per communicator, not per
+    collective). None for a counter when no communicator has the
+    "reduce_scatter" object (a libgradcomp older than its interception)."""
+    comms = load_json(path).get("communicators", [])
+    rs = [c["reduce_scatter"] for c in comms if isinstance(c.get("reduce_scatter"), dict)]
+    total = {k: sum(r.get(k, 0) for r in rs) if rs else None
+             for k in ("calls_compressed", "calls_passed", "logical_bytes", "wire_bytes")}
+    reasons = {}
+    for c in comms:
+        for k, v in c.get("pass_reasons", {}).items():
+            reasons[k] = reasons.get(k, 0) + v
+    total["pass_reasons"] = reasons
+    total["disabled"] = [c["disabled_reason"] for c in comms if c.get("disabled_reason")]
+    return total
+
+
+def cmd_fsdp(a):
+    results = read_results(a.log)
+    problems = []
+    if len(results) != a.ranks:
+        return verdict(False, "RESULT lines from ranks %s, expected %d ranks" % (
+            sorted(results), a.ranks))
+    r0 = results[0]
+    if any(r.get("sharding") != "fully_shard" for r in results.values()):
+        problems.append("not train_fmnist_fsdp.py's RESULT lines "
+                        "(no \"sharding\": \"fully_shard\")")
+    if len({r["params_sha256"] for r in results.values()}) != 1:
+        problems.append("parameters differ across ranks")
+    if r0["accuracy"] < a.min_accuracy:
+        problems.append("accuracy %.4f < %.2f" % (r0["accuracy"], a.min_accuracy))
+    detail = "FSDP2 %s %s: accuracy %.4f after %d steps, %.2f ms/step" % (
+        r0.get("reduce_op"), r0.get("reduce_dtype"), r0["accuracy"], r0["steps"], r0["step_ms"])
+    if a.dense:
+        dense = read_results(a.dense, echo_stats=False)
+        if 0 not in dense:
+            problems.append("no rank 0 RESULT line in the dense run %s" % a.dense)
+        else:
+            d = dense[0]
+            detail += " (dense %.4f after %d steps, %+.4f, band %.2f)" % (
+                d["accuracy"], d["steps"], r0["accuracy"] - d["accuracy"], a.band)
+            if d["steps"] != r0["steps"]:
+                problems.append("the dense run made %d steps, this one %d" % (
+                    d["steps"], r0["steps"]))
+            if r0["accuracy"] < d["accuracy"] - a.band:
+                problems.append("accuracy %.4f is below dense %.4f - %.2f" % (
+                    r0["accuracy"], d["accuracy"], a.band))
+    if a.stats:
+        files = rank_files(a.stats, "stats.rank<R>.json")
+        compressed, passed, reasons = [], [], {}
+        for r in range(a.ranks):
+            if r not in files:
+                problems.append("rank %d wrote no stats file in %s" % (r, a.stats))
+                compressed.append(None)
+                continue
+            t = reduce_scatter_stats(files[r])
+            compressed.append(t["calls_compressed"])
+            passed.append(t["calls_passed"])
+            for k, v in t["pass_reasons"].items():
+                reasons[k] = reasons.get(k, 0) + v
+            print("rank %d: reduce-scatter %s compressed (%s -> %s bytes), %s passed through; "
+                  "pass reasons %s%s" % (r, t["calls_compressed"], t["logical_bytes"],
+                                         t["wire_bytes"], t["calls_passed"], t["pass_reasons"],
+                                         "; disabled: " + "; ".join(t["disabled"])
+                                         if t["disabled"] else ""))
+            if t["calls_compressed"] is None:
+                problems.append("rank %d: no \"reduce_scatter\" in its stats (a libgradcomp "
+                                "without reduce-scatter interception?)" % r)
+            elif t["calls_compressed"] <= 0:
+                problems.append("rank %d compressed no reduce-scatter (pass reasons %s)" % (
+                    r, t["pass_reasons"] or "none recorded"))
+        detail += "; compressed reduce-scatters per rank %s, passed %s, " \
+                  "pass reasons (all ranks) %s" % (compressed, passed, reasons)
     for p in problems:
         print("problem: " + p)
     return verdict(not problems, detail)
@@ -304,6 +398,14 @@ def main():
     s.add_argument("--ranks", type=int, default=4)
     s.add_argument("--min-accuracy", type=float, default=0.5)
     s.add_argument("--stats", help="folder of the run's GRADCOMP_STATS files")
+    s = sub.add_parser("fsdp")
+    s.add_argument("log")
+    s.add_argument("--ranks", type=int, default=4)
+    s.add_argument("--min-accuracy", type=float, default=0.5)
+    s.add_argument("--stats", help="folder of the run's GRADCOMP_STATS files")
+    s.add_argument("--dense", help="log of the dense run to compare the accuracy with")
+    s.add_argument("--band", type=float, default=0.05,
+                   help="accuracy may be this much below the dense run's")
     s = sub.add_parser("collnet")
     s.add_argument("dir")
     s = sub.add_parser("interleave")

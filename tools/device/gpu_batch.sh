@@ -12,8 +12,8 @@
 #    machine goes back 30 s after a call), one full call and, at once while it
 #    is warm, a short one with --budget = what `status` leaves less 40 s:
 #      run(command='tools/device/gpu_batch.sh --parts a,b2,c --c-cases dense,oktopk --budget 540 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
-#      run(command='tools/device/gpu_batch.sh --parts f,e,b1,b3,d --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
-#    (with 30 minutes: --parts a,b2,f,e, then --parts c,b1,b3,d, 570 s each)
+#      run(command='tools/device/gpu_batch.sh --parts f,e,b1,b3,d,g --budget 200 "$OUT"', carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
+#    (with 30 minutes: --parts a,b2,f,e, then --parts c,b1,b3,d,g, 570 s each)
 #    or one call of under 5 minutes with --quick (a, b2 oktopk, c oktopk 1 epoch):
 #      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
 #
@@ -54,6 +54,12 @@
 #       GRADCOMP_UCX_CUDA=safe defaults (transport/ucx_cuda_env.h), Reference
 #       and stats checks as in b2; then the control, GRADCOMP_UCX_CUDA=asis
 #       (UCX's own defaults: a rank died of SIGSEGV so in the 2026-11-28 run)
+#   g   FSDP2 (issue 34): examples/pytorch/train_fmnist_fsdp.py (fully_shard
+#       per layer, no gradcomp import; gradients reduce-scattered with
+#       ncclAvg) under LD_PRELOAD, 1 epoch cut at 150 steps, GRADCOMP_ALGO=off
+#       and GRADCOMP_RS_ALGO=dense, then qsgd 4 bit: the stats prove every
+#       rank compressed reduce-scatters (pass reasons listed), qsgd's accuracy
+#       within 0.05 of dense's
 # Ranks: 4 processes on the one GPU, each its own NCCL_HOSTID
 # (tools/device/rank_env.sh), NCCL_MNNVL_ENABLE=0, loopback sockets.
 #
@@ -106,10 +112,10 @@ for c in $c_cases; do
   case "$c" in dense|oktopk|qsgd|sign) ;; *) echo "gpu_batch.sh: unknown --c-cases entry '$c' (dense, oktopk, qsgd, sign)" >&2; exit 2 ;; esac
 done
 [[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_batch.sh: --budget takes whole seconds" >&2; exit 2; }
-parts=",${parts:-a,b1,b2,b3,c,d,e,f},"
+parts=",${parts:-a,b1,b2,b3,c,d,e,f,g},"
 plist="$(echo ${parts//,/ })"
 for p in ${parts//,/ }; do
-  case "$p" in a|b1|b2|b3|c|d|e|f) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c, d, e, f)" >&2; exit 2 ;; esac
+  case "$p" in a|b1|b2|b3|c|d|e|f|g) ;; *) echo "gpu_batch.sh: unknown part '$p' (a, b1, b2, b3, c, d, e, f, g)" >&2; exit 2 ;; esac
 done
 has() { [[ "$parts" == *",$1,"* ]]; }
 
@@ -127,6 +133,8 @@ refcheck="$build/tools/gradcomp-refcheck/gradcomp-refcheck"
 shim="$build/plugin/shim/lib"  # the forwarding libnccl.so.2 (part e)
 jax_script="$root/tools/device/jax_psum.py"
 example="$root/examples/pytorch/train_fmnist.py"
+fsdp_example="$root/examples/pytorch/train_fmnist_fsdp.py"
+fsdp_steps=150  # part g: one epoch is 234 steps of 4 x 64; 150 fit the 90 s limit
 gpu_tests="$(cd "$root/tests" && ls test_gpu_*.cc | sed 's/\.cc$//' | tr '\n' ' ')test_executor_protocol test_backend_memory"
 build_targets="gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench $gpu_tests"
 torchrun=(python3 -m torch.distributed.run --standalone --nproc_per_node 4 --no_python
@@ -232,7 +240,7 @@ dry_checks() {
   for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [ -s "$data/$f" ] || { echo "carry: $data/$f missing"; ok=0; }
   done
-  for f in "$driver" "$check" "$example" "$jax_script" "$root/tools/device/rank_env.sh" \
+  for f in "$driver" "$check" "$example" "$fsdp_example" "$jax_script" "$root/tools/device/rank_env.sh" \
            "$root/tools/device/packages.txt" "$root/tools/device/unpack_debs.py"; do
     [ -f "$f" ] || { echo "missing $f"; ok=0; }
   done
@@ -302,7 +310,7 @@ dry_checks() {
     echo "unpack: $(ls "$root"/.device/debs/*.deb | wc -l) packages unpack; configure finds UCX, hwloc, FFTW, OpenBLAS, Catch2, zlib in them"
   ) || ok=0
   rm -rf "$tmp"
-  for f in "$driver" "$check" "$example" "$jax_script" "$root/tools/device/unpack_debs.py" \
+  for f in "$driver" "$check" "$example" "$fsdp_example" "$jax_script" "$root/tools/device/unpack_debs.py" \
            "$root/tools/device/results_table.py"; do
     python3 -m py_compile "$f" 2>&1 || { echo "syntax: $f"; ok=0; }
   done
@@ -511,9 +519,29 @@ part_f() {
   done
 }
 
+# FSDP2 (issue 34): the sharded example's reduce-scatters through gradcomp,
+# dense (gradcomp's own reduce-scatter) and qsgd 4 bit, with allreduce off
+# (FSDP2 makes none): the same seed and 150 steps each, so the accuracies
+# compare. Units below 64K of input (conv1, conv2, fc2) pass through, which
+# the verdict lists; fc1 (1.6 MB) is compressed every step.
+part_g() {
+  local case
+  for case in dense qsgd; do
+    local name="g-fsdp-$case" dir base=()
+    dir="$(outdir "$name")"
+    # shellcheck disable=SC2046
+    step "$name" 90 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_RS_ALGO="$case" $(params "$case") \
+      GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
+      "${torchrun[@]}" "$fsdp_example" --data "$data" --epochs 1 --max-steps "$fsdp_steps"
+    [ $case = dense ] || base=(--dense "$logs/g-fsdp-dense.log" --band 0.05)
+    step "$name-result" 30 python3 "$check" fsdp "$logs/$name.log" --stats "$dir" --min-accuracy 0.5 \
+      "${base[@]}"
+  done
+}
+
 # By value: the kernels and executor, compressed calls, the side-by-side
 # timings and training, the image's own UCX, JAX, then the pass-through, the
-# net plugin and CollNet (proven on the H200 already).
+# net plugin and CollNet (proven on the H200 already), then FSDP2.
 run_parts() {
   has a && part_a
   has b2 && part_b2
@@ -523,6 +551,7 @@ run_parts() {
   has b1 && part_b1
   has b3 && part_b3
   has d && part_d
+  has g && part_g
 }
 
 if [ $dry = 1 ]; then
