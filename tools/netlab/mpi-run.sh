@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # mpi-run.sh ALGO [mpi_allreduce_bench args...]: runs the Open MPI baseline
 # across the lab (call it under netlab.sh, which exports NETLAB_*). ALGO is
-# `ring` (coll_tuned_allreduce_algorithm 4, forced through dynamic rules) or
-# `default` (Open MPI's own choice for the size and P). One rank per host, TCP
+# `ring` (coll_tuned_allreduce_algorithm 4, forced through dynamic rules),
+# `default` (Open MPI's own choice for the size and P), or for -r
+# (MPI_Reduce_scatter_block) `halving` / `butterfly`
+# (coll_tuned_reduce_scatter_block_algorithm 3 / 4). One rank per host, TCP
 # only on the lab subnet. Prints mpi_allreduce_bench's JSON lines, each with
 # "algo" added. The bench is compiled with mpicc on first use into
 # $NETLAB_MPI_BUILD (default /tmp/netlab-mpi-$UID).
 set -euo pipefail
 : "${NETLAB_PREFIX:?mpi-run.sh runs under netlab.sh (NETLAB_PREFIX is unset)}"
-algo=${1:?usage: mpi-run.sh ring|default [-n ITERS] [-w WARMUP] SIZE...}
+algo=${1:?usage: mpi-run.sh ring|default|halving|butterfly [-n ITERS] [-w WARMUP] [-r] SIZE...}
 shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 case $algo in
   ring) rules=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4) ;;
   default) rules=() ;;
-  *) echo "mpi-run.sh: algorithm '$algo' is not known: expected ring or default" >&2; exit 2 ;;
+  halving|butterfly)
+    rules=(--mca coll_tuned_use_dynamic_rules 1
+           --mca coll_tuned_reduce_scatter_block_algorithm "$([[ $algo == halving ]] && echo 3 || echo 4)") ;;
+  *) echo "mpi-run.sh: algorithm '$algo' is not known: expected ring, default, halving or butterfly" >&2
+     exit 2 ;;
 esac
 command -v mpicc >/dev/null || { echo "mpi-run.sh: mpicc not found: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 3; }
 build=${NETLAB_MPI_BUILD:-/tmp/netlab-mpi-$UID}
