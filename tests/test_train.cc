@@ -207,7 +207,7 @@ TEST_CASE("gradcomp-train: bad flags exit 2 naming the flag", "[train]") {
       {"stray", "stray"},
       {"--sharded --algo wagma", "no reduce-scatter form"},
       {"--sharded --average weights", "--average grads"},
-      {"--sharded --momentum-correction on", "--momentum-correction"},
+      {"--sharded --momentum 0 --momentum-correction on", "--momentum-correction"},
   };
   for (const auto& [args, mention] : cases) {
     const Result r = runTrain(args, 30);

@@ -224,11 +224,7 @@ Status parseFlags(int argc, char** argv, Flags* out) {
   GC_REQUIRE(!f.train.sharded || info->reduceScatterReference, Err::InvalidArgument,
              "--sharded: --algo %s has no reduce-scatter form (gradcomp-bench --help lists those "
              "that have)", f.algo.c_str());
-  GC_REQUIRE(!f.train.sharded || f.momentumCorrection != "on", Err::InvalidArgument,
-             "--sharded with --momentum-correction on: the velocity would be reduce-scattered "
-             "whole but cleared only where this rank's shard is known; use off");
-  const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients &&
-                           !f.train.sharded;
+  const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients;
   f.train.momentumCorrection =
       f.momentumCorrection == "on" ||
       (f.momentumCorrection == "auto" && correctable && correctsMomentumByDefault(f.algo));

@@ -33,7 +33,7 @@ Status BucketReducer::reduce(float* flat) {
 }
 
 Status ShardedStepper::step(const float* grads, float* params, float* velocity, float lr,
-                            float momentum) {
+                            float momentum, bool momentumCorrection) {
   const size_t P = size_t(comm_.size()), r = size_t(comm_.rank());
   for (const Bucket& b : buckets_) {
     const size_t s = (b.count + P - 1) / P, padded = s * P;
@@ -47,9 +47,11 @@ Status ShardedStepper::step(const float* grads, float* params, float* velocity, 
     // The owned range of this bucket, clipped to its real elements.
     const size_t first = std::min(r * s, b.count), last = std::min(first + s, b.count);
     float* w = params + b.offset;
+    if (momentumCorrection) before_.assign(w, w + b.count);
     for (size_t i = first; i < last; ++i) {
       float g = shard_[i - first];
-      if (momentum != 0.0f) g = velocity[b.offset + i] = momentum * velocity[b.offset + i] + g;
+      if (momentum != 0.0f && !momentumCorrection)
+        g = velocity[b.offset + i] = momentum * velocity[b.offset + i] + g;
       w[i] -= lr * g;
     }
     // Every rank's owned parameters to every rank.
@@ -58,6 +60,9 @@ Status ShardedStepper::step(const float* grads, float* params, float* velocity, 
     gathered_.resize(padded);
     GC_CHECK(comm_.allGather(shard_.data(), s, gathered_.data()));
     std::copy(gathered_.begin(), gathered_.begin() + b.count, w);
+    if (momentumCorrection)
+      for (size_t i = 0; i < b.count; ++i)
+        if (w[i] != before_[i]) velocity[b.offset + i] = 0.0f;
   }
   return Status::Ok();
 }

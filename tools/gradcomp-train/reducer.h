@@ -107,13 +107,19 @@ class ShardedStepper {
       : comm_(comm), buckets_(std::move(buckets)) {}
   // grads and params: the flat vectors; velocity: the flat momentum buffer
   // (only owned entries are used), may be null when momentum is 0.
-  Status step(const float* grads, float* params, float* velocity, float lr, float momentum);
+  // momentumCorrection (DGC, as the allreduce path does it): grads already
+  // are the velocity u; owned parameters step by -lr x result (no momentum
+  // on top), and after the allgather u is cleared wherever a parameter
+  // changed, i.e. where the reduce-scattered result was non-zero on any
+  // rank's shard (what the allreduce path reads from its whole result).
+  Status step(const float* grads, float* params, float* velocity, float lr, float momentum,
+              bool momentumCorrection);
   double commSeconds() const { return commSeconds_; }
 
  private:
   Collective& comm_;
   std::vector<Bucket> buckets_;
-  std::vector<float> padded_, shard_, gathered_;
+  std::vector<float> padded_, shard_, gathered_, before_;
   double commSeconds_ = 0;  // the gradient reduce-scatters (the allgather is not timed)
 };
 

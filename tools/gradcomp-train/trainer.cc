@@ -85,10 +85,8 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
   std::vector<float> velocity(o.momentum > 0 ? n : 0, 0.0f);
   BucketReducer reducer(comm, planBuckets(net->tensors(), size_t(o.bucketMb * 1024 * 1024)));
   ShardedStepper sharded(comm, reducer.buckets());
-  GC_REQUIRE(!o.sharded || (o.average == AverageMode::Gradients && !o.momentumCorrection),
-             Err::InvalidArgument,
-             "sharded training reduce-scatters gradients: it needs --average grads and no "
-             "momentum correction");
+  GC_REQUIRE(!o.sharded || o.average == AverageMode::Gradients, Err::InvalidArgument,
+             "sharded training reduce-scatters gradients: it needs --average grads");
   GC_INFO(TOOL, "gradcomp-train: %s, %zu parameters in %zu buckets, %zu steps/epoch, shard %zu..%zu",
           o.model.c_str(), n, reducer.buckets().size(), steps, shardBegin, shardEnd);
 
@@ -117,9 +115,16 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
       // Straggling ranks model slow compute: they arrive late at the collective.
       if (straggles(o, rank, nranks, globalStep))
         std::this_thread::sleep_for(std::chrono::milliseconds(o.straggleMs));
-      if (o.sharded) {
+      if (o.sharded && o.momentumCorrection) {
+        // As below, sharded: the velocity is reduce-scattered, and the
+        // entries to clear are those whose parameter the step changed.
+        float* g = net->grads();
+        const float m = float(o.momentum);
+        for (size_t i = 0; i < n; ++i) g[i] = velocity[i] = m * velocity[i] + g[i];
+        GC_CHECK(sharded.step(g, net->params(), velocity.data(), float(o.lr), m, true));
+      } else if (o.sharded) {
         GC_CHECK(sharded.step(net->grads(), net->params(), velocity.data(), float(o.lr),
-                              float(o.momentum)));
+                              float(o.momentum), false));
       } else if (o.average == AverageMode::Gradients && o.momentumCorrection) {
         float* g = net->grads();
         const float m = float(o.momentum);

@@ -3,7 +3,9 @@
 # gradients reduce-scattered per bucket, each rank steps its shard, dense
 # parameter allgather) for every algorithm with a reduce-scatter form, at
 # the defaults, seeds 1-5, one run at a time; gaps are to the sharded dense
-# run of the same seed (table.py). Momentum correction is off when sharded.
+# run of the same seed (table.py). Momentum correction auto, as for allreduce
+# (on for the top-k methods and sign: the velocity is reduce-scattered and
+# cleared where the step changed a parameter).
 # Usage: run.sh [MODELS] [SEEDS]; BIN overrides the gradcomp-train binary.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
