@@ -12,8 +12,6 @@
 // aligned; no block barriers). Other buckets take three steps:
 // min/max partials per chunk, one thread per bucket folding them in order,
 // then one thread per output byte.
-#include <cfloat>
-
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
 
@@ -26,36 +24,37 @@ constexpr size_t kFusedBucket = 8192;
 constexpr size_t kChunk = 4096;  // min/max partial of the general path
 
 // ---- absStats -----------------------------------------------------------------
+// One streamed pass (16-byte loads). |x| as its bit pattern without the sign
+// (monotone for non-negative floats; finite below 0x7f800000): max and count
+// are integer reductions, so any order gives the CPU's fp64 scan's result
+// (the largest finite |x|, +0 when none; |float| is exact in fp64).
 struct AbsPartial {
-  float max;
+  uint32_t maxBits;
   unsigned long long bad;
+  __device__ void operator()(float v, size_t) {
+    const uint32_t m = __float_as_uint(v) & 0x7FFFFFFFu;
+    if (m >= 0x7F800000u) ++bad;  // Inf or NaN
+    else maxBits = m > maxBits ? m : maxBits;
+  }
 };
 struct AbsFold {
   __device__ AbsPartial operator()(const AbsPartial& a, const AbsPartial& b) const {
-    return {a.max > b.max ? a.max : b.max, a.bad + b.bad};
+    return {a.maxBits > b.maxBits ? a.maxBits : b.maxBits, a.bad + b.bad};
   }
 };
 
-__global__ void absStatsKernel(Ctl ctl, const float* src, size_t n, ReduceCell* cell,
-                               AbsStats* out) {
+__global__ void __launch_bounds__(kThreads)
+    absStatsKernel(Ctl ctl, const float* src, size_t n, ReduceCell* cell, AbsStats* out) {
   if (skipBlock(ctl)) return;
-  AbsPartial s{0.0f, 0};
-  GC_GRID_STRIDE(i, n) {
-    const float m = fabsf(src[i]);
-    if (!(m <= FLT_MAX)) {
-      ++s.bad;
-      continue;
-    }
-    s.max = m > s.max ? m : s.max;
-  }
+  AbsPartial s{0u, 0};
+  forEachStreamed(src, n, s);
   using Reduce = cub::BlockReduce<AbsPartial, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   s = Reduce(tmp).Reduce(s, AbsFold());
   if (threadIdx.x == 0) {
-    atomicMax(&cell->u[0], (unsigned long long)__float_as_uint(s.max));
+    atomicMax(&cell->u[0], (unsigned long long)s.maxBits);
     atomicAdd(&cell->u[1], s.bad);
     if (lastBlockIn(&cell->done)) {
-      // |float| is exact in fp64: the same maximum as the CPU's fp64 scan.
       out->maxAbs = double(__uint_as_float(uint32_t(loadVolatile(&cell->u[0]))));
       out->nonFinite = loadVolatile(&cell->u[1]);
       cell->u[0] = cell->u[1] = 0;
@@ -320,8 +319,8 @@ Status CudaBackend::absStats(const float* src, size_t n, AbsStats* out) {
   AbsStats* slot = nullptr;
   GC_CHECK(p.result(out, &slot));
   p.reads(src, n * 4);
-  absStatsKernel<<<blocksFor(n, 8), kThreads, 0, p.stream()>>>(p.ctl(), src, n,
-                                                               &p.control()->cell, slot);
+  absStatsKernel<<<streamBlocks(n), kThreads, 0, p.stream()>>>(p.ctl(), src, n,
+                                                              &p.control()->cell, slot);
   return p.launched();
 }
 
