@@ -116,7 +116,7 @@ __device__ inline void forEachStreamed(const float* x, size_t n, F& f) {
   const size_t threads = size_t(gridDim.x) * blockDim.x;
   const size_t lead = (16 - uintptr_t(x) % 16) % 16 / 4;
   const size_t head = lead < n ? lead : n;
-  if (tid < head) f(x[tid], tid);
+  for (size_t i = tid; i < head; i += threads) f(x[i], i);
   const float4* body = reinterpret_cast<const float4*>(x + head);
   const size_t quads = (n - head) / 4;
   size_t q = tid;
@@ -142,7 +142,7 @@ __device__ inline void forEachStreamed(const float* x, size_t n, F& f) {
     f(v.w, i + 3);
   }
   const size_t tail = head + 4 * quads;
-  if (tid < n - tail) f(x[tail + tid], tail + tid);
+  for (size_t i = tail + tid; i < n; i += threads) f(x[i], i);
 }
 
 // Grid for forEachStreamed: 16 elements per thread per round, at most
