@@ -40,7 +40,8 @@ struct ManyBin {
   }
 };
 
-__global__ void __launch_bounds__(kThreads)
+// 8 blocks per SM (<= 32 registers): the grid's 1024 blocks are resident at once.
+__global__ void __launch_bounds__(kThreads, 8)
     countAboveManyKernel(Ctl ctl, const float* x, size_t n, const float* thresholds, int m,
                          unsigned long long* hist, unsigned int* done, size_t* counts) {
   if (skipBlock(ctl)) return;
