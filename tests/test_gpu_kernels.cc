@@ -543,6 +543,31 @@ TEST_CASE("cuda countAboveMany, moments and gatherValues match the cpu", "[gpu]"
   CHECK(testing::argumentError(f.gpu, tooMany) == Err::InvalidArgument);
 }
 
+// The streamed reductions (16-byte loads after an unaligned head of up to 3
+// elements, a tail of up to 3) at every 4-byte offset from a 16-byte boundary.
+TEST_CASE("cuda countAbove and countAboveMany at unaligned starts match the cpu", "[gpu]") {
+  Fixture f;
+  std::vector<float> th = {1.0f, 0.25f, 0.0f, NAN, INFINITY, 0.5f, 2.0f};
+  HostArray<float> hth = testing::hostCopy(f.gpu, th);
+  for (size_t n : {size_t(1), size_t(2), size_t(3), size_t(5), size_t(17), size_t(100003)})
+    for (size_t off = 0; off < 4; ++off)
+      for (int kind = 0; kind < 3; ++kind) {
+        INFO("n " << n << " offset " << off << " kind " << kind);
+        const std::vector<float> x = makeInput(n + off, kind, 90 + n + kind);
+        DevBuf<float> dx(f.gpu, x);
+        size_t cg = 7, cc = 8;
+        REQUIRE(f.gpu.countAbove(dx.ptr() + off, n, 0.5f, &cg).ok());
+        REQUIRE(f.done().ok());
+        REQUIRE(f.cpu.countAbove(x.data() + off, n, 0.5f, &cc).ok());
+        CHECK(cg == cc);
+        std::vector<size_t> gm(th.size(), 7), cm(th.size());
+        REQUIRE(f.gpu.countAboveMany(dx.ptr() + off, n, hth.data(), th.size(), gm.data()).ok());
+        REQUIRE(f.done().ok());
+        REQUIRE(f.cpu.countAboveMany(x.data() + off, n, th.data(), th.size(), cm.data()).ok());
+        CHECK(gm == cm);
+      }
+}
+
 TEST_CASE("cuda index sets: offsets and bitmaps round trip, corrupt bodies as the cpu", "[gpu]") {
   Fixture f;
   for (size_t n : kSizes)

@@ -129,6 +129,40 @@ TEST_CASE("cuda absStats and max-min quantization match the cpu", "[gpu]") {
           }
         }
     }
+  // Unaligned starts: absStats' unaligned head and tail; the decoder with dst
+  // not 16-byte aligned and codes in device memory at an odd byte offset.
+  for (size_t n : {size_t(1), size_t(3), size_t(17), size_t(2049)})
+    for (size_t off = 1; off < 4; ++off) {
+      INFO("n " << n << " offset " << off);
+      const std::vector<float> x = makeInput(n + off, 2, 5 + n + off);
+      DevBuf<float> dx(f.gpu, x);
+      AbsStats sc, sg;
+      REQUIRE(f.cpu.absStats(x.data() + off, n, &sc).ok());
+      REQUIRE(f.gpu.absStats(dx.ptr() + off, n, &sg).ok());
+      REQUIRE(f.done().ok());
+      CHECK(sg.maxAbs == sc.maxAbs);
+      CHECK(sg.nonFinite == sc.nonFinite);
+      MaxMinSpec spec;
+      spec.bits = 4;
+      spec.bucket = 5;
+      const std::vector<float> v = makeInput(n, 0, n);
+      const size_t buckets = maxMinBuckets(n, spec.bucket), bytes = packedBytes(n, spec.bits);
+      std::vector<float> mc(2 * buckets);
+      std::vector<uint8_t> cc(bytes + off);
+      REQUIRE(f.cpu.quantizeMaxMin(v.data(), n, spec, 0, mc.data(), cc.data() + off, nullptr).ok());
+      DevBuf<float> dm(f.gpu, mc);
+      DevBuf<uint8_t> dc(f.gpu, cc);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> oc = makeInput(n + off, 0, 6);
+        DevBuf<float> og(f.gpu, oc);
+        REQUIRE(f.cpu.dequantizeMaxMin(mc.data(), cc.data() + off, n, spec, oc.data() + off,
+                                       accumulate, -1).ok());
+        REQUIRE(f.gpu.dequantizeMaxMin(dm.ptr(), dc.ptr() + off, n, spec, og.ptr() + off,
+                                       accumulate, -1).ok());
+        REQUIRE(f.done().ok());
+        CHECK(sameBits(og.get(), oc));
+      }
+    }
   // Corrupt payloads: a bucket's meta, then the padding bits (checked first).
   MaxMinSpec spec;
   spec.bucket = 4;

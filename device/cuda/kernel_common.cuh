@@ -101,6 +101,54 @@ __device__ inline unsigned long long loadVolatile(const unsigned long long* p) {
   return *reinterpret_cast<const volatile unsigned long long*>(p);
 }
 
+// ---- Streaming reads -----------------------------------------------------------
+// Calls f(v, i) with v = x[i] exactly once for every i in [0, n), spread
+// over all threads of the grid in no fixed order: only for results that do
+// not depend on the order (integer counts, max/min). The 16-byte aligned
+// body goes in float4 loads, kStreamUnroll of them issued before f runs on
+// any, so each thread keeps 64 bytes in flight; the unaligned head (< 4
+// elements: x is 4-byte aligned) and the tail go one element per thread.
+constexpr int kStreamUnroll = 4;
+
+template <class F>
+__device__ inline void forEachStreamed(const float* x, size_t n, F& f) {
+  const size_t tid = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  const size_t threads = size_t(gridDim.x) * blockDim.x;
+  const size_t lead = (16 - uintptr_t(x) % 16) % 16 / 4;
+  const size_t head = lead < n ? lead : n;
+  for (size_t i = tid; i < head; i += threads) f(x[i], i);
+  const float4* body = reinterpret_cast<const float4*>(x + head);
+  const size_t quads = (n - head) / 4;
+  size_t q = tid;
+  for (; q + (kStreamUnroll - 1) * threads < quads; q += kStreamUnroll * threads) {
+    float4 v[kStreamUnroll];
+#pragma unroll
+    for (int u = 0; u < kStreamUnroll; ++u) v[u] = body[q + u * threads];
+#pragma unroll
+    for (int u = 0; u < kStreamUnroll; ++u) {
+      const size_t i = head + 4 * (q + u * threads);
+      f(v[u].x, i);
+      f(v[u].y, i + 1);
+      f(v[u].z, i + 2);
+      f(v[u].w, i + 3);
+    }
+  }
+  for (; q < quads; q += threads) {
+    const float4 v = body[q];
+    const size_t i = head + 4 * q;
+    f(v.x, i);
+    f(v.y, i + 1);
+    f(v.z, i + 2);
+    f(v.w, i + 3);
+  }
+  const size_t tail = head + 4 * quads;
+  for (size_t i = tail + tid; i < n; i += threads) f(x[i], i);
+}
+
+// Grid for forEachStreamed: 16 elements per thread per round, at most
+// kMaxBlocks blocks of kThreads (the rounds cover the rest).
+inline unsigned streamBlocks(size_t n) { return blocksFor(n, 4 * kStreamUnroll); }
+
 // ---- Values ------------------------------------------------------------------
 // |v| with NaN below every number (-1), as device/cpu/sparse_select.cc.
 __device__ inline float magnitude(float v) { return isnan(v) ? -1.0f : fabsf(v); }

@@ -12,8 +12,6 @@
 // aligned; no block barriers). Other buckets take three steps:
 // min/max partials per chunk, one thread per bucket folding them in order,
 // then one thread per output byte.
-#include <cfloat>
-
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/kernel_common.cuh"
 
@@ -26,36 +24,37 @@ constexpr size_t kFusedBucket = 8192;
 constexpr size_t kChunk = 4096;  // min/max partial of the general path
 
 // ---- absStats -----------------------------------------------------------------
+// One streamed pass (16-byte loads). |x| as its bit pattern without the sign
+// (monotone for non-negative floats; finite below 0x7f800000): max and count
+// are integer reductions, so any order gives the CPU's fp64 scan's result
+// (the largest finite |x|, +0 when none; |float| is exact in fp64).
 struct AbsPartial {
-  float max;
+  uint32_t maxBits;
   unsigned long long bad;
+  __device__ void operator()(float v, size_t) {
+    const uint32_t m = __float_as_uint(v) & 0x7FFFFFFFu;
+    if (m >= 0x7F800000u) ++bad;  // Inf or NaN
+    else maxBits = m > maxBits ? m : maxBits;
+  }
 };
 struct AbsFold {
   __device__ AbsPartial operator()(const AbsPartial& a, const AbsPartial& b) const {
-    return {a.max > b.max ? a.max : b.max, a.bad + b.bad};
+    return {a.maxBits > b.maxBits ? a.maxBits : b.maxBits, a.bad + b.bad};
   }
 };
 
-__global__ void absStatsKernel(Ctl ctl, const float* src, size_t n, ReduceCell* cell,
-                               AbsStats* out) {
+__global__ void __launch_bounds__(kThreads)
+    absStatsKernel(Ctl ctl, const float* src, size_t n, ReduceCell* cell, AbsStats* out) {
   if (skipBlock(ctl)) return;
-  AbsPartial s{0.0f, 0};
-  GC_GRID_STRIDE(i, n) {
-    const float m = fabsf(src[i]);
-    if (!(m <= FLT_MAX)) {
-      ++s.bad;
-      continue;
-    }
-    s.max = m > s.max ? m : s.max;
-  }
+  AbsPartial s{0u, 0};
+  forEachStreamed(src, n, s);
   using Reduce = cub::BlockReduce<AbsPartial, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
   s = Reduce(tmp).Reduce(s, AbsFold());
   if (threadIdx.x == 0) {
-    atomicMax(&cell->u[0], (unsigned long long)__float_as_uint(s.max));
+    atomicMax(&cell->u[0], (unsigned long long)s.maxBits);
     atomicAdd(&cell->u[1], s.bad);
     if (lastBlockIn(&cell->done)) {
-      // |float| is exact in fp64: the same maximum as the CPU's fp64 scan.
       out->maxAbs = double(__uint_as_float(uint32_t(loadVolatile(&cell->u[0]))));
       out->nonFinite = loadVolatile(&cell->u[1]);
       cell->u[0] = cell->u[1] = 0;
@@ -275,18 +274,83 @@ __global__ void quantizeBytes(Ctl ctl, CodeField field, uint8_t* codes, size_t b
 // ---- dequantization ---------------------------------------------------------------
 // The stream's padding first (key 0), then the first bucket whose meta is not
 // finite with min <= max (key b + 1), as the CPU checks them.
-__global__ void dequantizeKernel(Ctl ctl, const float* meta, const uint8_t* codes, size_t n,
-                                 size_t bucket, int bits, uint32_t levels, float* dst,
-                                 bool accumulate) {
+// One thread per group of 8 elements (group G: elements 8G .. 8G + 7, whose
+// codes are the `bits` bytes from byte G * bits of the stream, whatever the
+// bucket size): one load of the group's code bytes (one word when `codesWide`:
+// codes 8-byte aligned), two 16-byte loads and stores of dst when `vec` (dst
+// 16-byte aligned, the group whole), the bucket's step computed once per
+// bucket the group touches. Per element the CPU's operations: decodeOne, then
+// dst + v when accumulating.
+__device__ inline uint64_t groupCodes(const uint8_t* codes, size_t g, size_t n, int bits,
+                                      bool codesWide) {
+  const size_t first = g * size_t(bits);
+  if (codesWide && 8 * (g + 1) <= n) {
+    switch (bits) {
+      case 1: return codes[first];
+      case 2: return *reinterpret_cast<const uint16_t*>(codes + first);
+      case 4: return *reinterpret_cast<const uint32_t*>(codes + first);
+      default: return *reinterpret_cast<const uint64_t*>(codes + first);
+    }
+  }
+  const size_t total = (n * size_t(bits) + 7) / 8;  // the stream's bytes
+  uint64_t w = 0;
+  for (int b = 0; b < bits && first + b < total; ++b) w |= uint64_t(codes[first + b]) << (8 * b);
+  return w;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    dequantizeKernel(Ctl ctl, const float* meta, const uint8_t* codes, size_t n, size_t bucket,
+                     int bits, uint32_t levels, float* dst, bool accumulate, bool vec,
+                     bool codesWide) {
   if (skipBlock(ctl)) return;
   if (blockIdx.x == 0 && threadIdx.x == 0 && !paddingClear(codes, n, bits)) fail(ctl, 0);
-  GC_GRID_STRIDE(i, n) {
-    const size_t b = i / bucket;
-    const float lo = meta[2 * b], hi = meta[2 * b + 1];
-    if (i % bucket == 0 && !(isfinite(lo) && isfinite(hi) && lo <= hi))
-      fail(ctl, b + 1, __float_as_uint(lo), __float_as_uint(hi));
-    const float v = decodeOne(lo, stepOf(lo, hi, levels), getBits(codes, i, bits));
-    dst[i] = accumulate ? __fadd_rn(dst[i], v) : v;
+  const uint32_t mask = (uint32_t(1) << bits) - 1;
+  GC_GRID_STRIDE(g, groupCount(n)) {
+    const size_t e0 = 8 * g;
+    const int len = n - e0 < 8 ? int(n - e0) : 8;
+    const bool whole = vec && len == 8;
+    const uint64_t word = groupCodes(codes, g, n, bits, codesWide);
+    float d[8];
+    if (accumulate) {
+      if (whole) {
+        const float4 a = *reinterpret_cast<const float4*>(dst + e0);
+        const float4 b = *reinterpret_cast<const float4*>(dst + e0 + 4);
+        d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z,
+        d[7] = b.w;
+      } else {
+        for (int k = 0; k < len; ++k) d[k] = dst[e0 + k];
+      }
+    }
+    size_t b = e0 / bucket, start = b * bucket;
+    float lo = 0;
+    double step = 0;
+    bool fresh = true;  // lo, step not yet read for bucket b
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (k >= len) break;
+      const size_t i = e0 + k;
+      if (i - start >= bucket) {  // the next bucket starts at i
+        ++b;
+        start = i;
+        fresh = true;
+      }
+      if (fresh) {
+        lo = meta[2 * b];
+        const float hi = meta[2 * b + 1];
+        if (i == start && !(isfinite(lo) && isfinite(hi) && lo <= hi))
+          fail(ctl, b + 1, __float_as_uint(lo), __float_as_uint(hi));
+        step = stepOf(lo, hi, levels);
+        fresh = false;
+      }
+      const float v = decodeOne(lo, step, uint32_t(word >> (k * bits)) & mask);
+      d[k] = accumulate ? __fadd_rn(d[k], v) : v;
+    }
+    if (whole) {
+      *reinterpret_cast<float4*>(dst + e0) = make_float4(d[0], d[1], d[2], d[3]);
+      *reinterpret_cast<float4*>(dst + e0 + 4) = make_float4(d[4], d[5], d[6], d[7]);
+    } else {
+      for (int k = 0; k < len; ++k) dst[e0 + k] = d[k];
+    }
   }
 }
 
@@ -320,8 +384,8 @@ Status CudaBackend::absStats(const float* src, size_t n, AbsStats* out) {
   AbsStats* slot = nullptr;
   GC_CHECK(p.result(out, &slot));
   p.reads(src, n * 4);
-  absStatsKernel<<<blocksFor(n, 8), kThreads, 0, p.stream()>>>(p.ctl(), src, n,
-                                                               &p.control()->cell, slot);
+  absStatsKernel<<<streamBlocks(n), kThreads, 0, p.stream()>>>(p.ctl(), src, n,
+                                                              &p.control()->cell, slot);
   return p.launched();
 }
 
@@ -382,9 +446,10 @@ Status CudaBackend::dequantizeMaxMin(const float* meta, const uint8_t* codes, si
   GC_CHECK(p.stage(meta, metaBytes, carve, &meta));
   GC_CHECK(p.stage(codes, codeBytes, carve, &codes));
   p.onFailure(source, &dequantizeFailure, n);
-  dequantizeKernel<<<blocksFor(n, 4), kThreads, 0, p.stream()>>>(
+  const bool vec = uintptr_t(dst) % 16 == 0, codesWide = uintptr_t(codes) % 8 == 0;
+  dequantizeKernel<<<blocksFor(groupCount(n)), kThreads, 0, p.stream()>>>(
       p.ctl(), meta, codes, n, spec.bucket, spec.bits, (uint32_t(1) << spec.bits) - 1, dst,
-      accumulate);
+      accumulate, vec, codesWide);
   return p.launched();
 }
 

@@ -83,14 +83,25 @@ __global__ void radixPass(Ctl ctl, const float* x, size_t n, int shift, unsigned
   for (int b = threadIdx.x; b < 256; b += blockDim.x) r->hist[b] = 0;
 }
 
-__global__ void countAboveKernel(Ctl ctl, const float* x, size_t n, float threshold,
-                                 ReduceCell* cell, size_t* count) {
+// One streamed pass (16-byte loads); per thread an integer count, the
+// block's sum by CUB, one global add per block. Integer sums: the count is
+// the CPU's whatever the order. Same test as the CPU: |x| > threshold (NaN
+// compares false; fabsf(-0) = +0).
+struct CountAboveOne {
+  float threshold;
+  unsigned long long c;
+  __device__ void operator()(float v, size_t) { c += fabsf(v) > threshold; }
+};
+
+__global__ void __launch_bounds__(kThreads)
+    countAboveKernel(Ctl ctl, const float* x, size_t n, float threshold, ReduceCell* cell,
+                     size_t* count) {
   if (skipBlock(ctl)) return;
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
-  unsigned long long c = 0;
-  GC_GRID_STRIDE(i, n) c += fabsf(x[i]) > threshold;  // NaN compares false
-  c = Reduce(tmp).Sum(c);
+  CountAboveOne one{threshold, 0};
+  forEachStreamed(x, n, one);
+  const unsigned long long c = Reduce(tmp).Sum(one.c);
   if (threadIdx.x == 0) {
     atomicAdd(&cell->u[0], c);
     if (lastBlockIn(&cell->done)) {
@@ -175,8 +186,8 @@ Status CudaBackend::countAbove(const float* x, size_t n, float threshold, size_t
   size_t* slot = nullptr;
   GC_CHECK(p.result(count, &slot));
   p.reads(x, n * 4);
-  countAboveKernel<<<blocksFor(n, 8), kThreads, 0, p.stream()>>>(p.ctl(), x, n, threshold,
-                                                                 &p.control()->cell, slot);
+  countAboveKernel<<<streamBlocks(n), kThreads, 0, p.stream()>>>(p.ctl(), x, n, threshold,
+                                                                &p.control()->cell, slot);
   return p.launched();
 }
 

@@ -12,21 +12,46 @@ using namespace cuda;
 
 // ---- countAboveMany ------------------------------------------------------------
 // Every block sorts the thresholds (rank sort, m <= 256 threads; NaN as +inf,
-// ties by position), then each |x| finds by binary search how many it exceeds
-// (q) and counts into a shared histogram of q. Blocks add their histograms
-// into `hist` (device scratch, zeroed before); the last block turns it into
-// suffix sums, i.e. the count above each threshold, in the caller's order.
+// ties by position) and pads them with +inf to a power of two, `width`. Each
+// |x| (16-byte loads, forEachStreamed) finds by the CPU's branchless lower
+// bound how many thresholds lie below it (q; NaN: 0) and, when q > 0, adds 1
+// to its warp's histogram of q in shared memory (no cross-warp contention).
+// Blocks add the sum of their warps' histograms into `hist` (device scratch,
+// zeroed before): one global add per block and nonzero q. The last block
+// turns it into suffix sums, i.e. the count above each threshold, in the
+// caller's order. Integer counts: the CPU's, whatever the order of the adds.
+constexpr int kManyWarps = kThreads / 32;
+constexpr int kManyMax = int(Backend::kCountAboveManyMax);
+
 __device__ inline float thresholdKey(float t) { return isnan(t) ? __int_as_float(0x7f800000) : t; }
 
-__global__ void __launch_bounds__(kThreads)
+struct ManyBin {
+  const float* sorted;  // width entries, ascending, +inf padded
+  int width;
+  float lowest;         // sorted[0]
+  unsigned int* hist;   // this warp's histogram of q, q in 1..m
+  __device__ void operator()(float v, size_t) const {
+    const float a = fabsf(v);
+    if (!(lowest < a)) return;  // q = 0 (also NaN): counts nowhere
+    int pos = 0;
+    for (int step = width >> 1; step > 0; step >>= 1) pos += sorted[pos + step - 1] < a ? step : 0;
+    pos += sorted[pos] < a ? 1 : 0;
+    atomicAdd(&hist[pos], 1u);
+  }
+};
+
+// 8 blocks per SM (<= 32 registers): the grid's 1024 blocks are resident at once.
+__global__ void __launch_bounds__(kThreads, 8)
     countAboveManyKernel(Ctl ctl, const float* x, size_t n, const float* thresholds, int m,
                          unsigned long long* hist, unsigned int* done, size_t* counts) {
   if (skipBlock(ctl)) return;
-  __shared__ float sorted[Backend::kCountAboveManyMax];
-  __shared__ int rankOf[Backend::kCountAboveManyMax];
-  __shared__ unsigned int local[Backend::kCountAboveManyMax + 1];
+  __shared__ float sorted[kManyMax];
+  __shared__ int rankOf[kManyMax];
+  __shared__ unsigned int local[kManyWarps][kManyMax + 1];
   __shared__ bool last;
   const int t = threadIdx.x;
+  int width = 1;
+  while (width < m) width <<= 1;
   if (t < m) {
     const float mine = thresholdKey(thresholds[t]);
     int r = 0;
@@ -36,25 +61,19 @@ __global__ void __launch_bounds__(kThreads)
     }
     sorted[r] = mine;
     rankOf[t] = r;
+  } else if (t < width) {
+    sorted[t] = __int_as_float(0x7f800000);
   }
-  for (int q = t; q <= m; q += blockDim.x) local[q] = 0;
+  for (int q = t; q < kManyWarps * (kManyMax + 1); q += blockDim.x) (&local[0][0])[q] = 0;
   __syncthreads();
-  GC_GRID_STRIDE(i, n) {
-    const float a = fabsf(x[i]);
-    int lo = 0, hi = m;  // first sorted position not below a (NaN: 0)
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (sorted[mid] < a) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo == 0) continue;  // above no threshold: counts nowhere
-    const unsigned active = __activemask();
-    const unsigned peers = __match_any_sync(active, lo);
-    if ((threadIdx.x % 32) == unsigned(__ffs(peers) - 1)) atomicAdd(&local[lo], __popc(peers));
+  ManyBin bin{sorted, width, sorted[0], local[t / 32]};
+  forEachStreamed(x, n, bin);
+  __syncthreads();
+  for (int q = t + 1; q <= m; q += blockDim.x) {
+    unsigned long long c = 0;
+    for (int w = 0; w < kManyWarps; ++w) c += local[w][q];
+    if (c) atomicAdd(&hist[q], c);
   }
-  __syncthreads();
-  for (int q = t + 1; q <= m; q += blockDim.x)
-    if (local[q]) atomicAdd(&hist[q], (unsigned long long)local[q]);
   __threadfence();
   __syncthreads();
   if (t == 0) last = lastBlockIn(done);
@@ -199,7 +218,8 @@ Status CudaBackend::countAboveMany(const float* x, size_t n, const float* thresh
   auto* hist = carve.take<unsigned long long>(m + 2);  // m + 1 counters, then `done`
   auto* done = reinterpret_cast<unsigned int*>(hist + m + 1);
   GC_CHECK(p.check(cudaMemsetAsync(hist, 0, histBytes + 8, p.stream()), "cudaMemsetAsync"));
-  countAboveManyKernel<<<std::min(blocksFor(n, 8), 1024u), kThreads, 0, p.stream()>>>(
+  // 1024 blocks of 256 fill an H200 (132 SMs, 2048 threads each) about once.
+  countAboveManyKernel<<<std::min(streamBlocks(n), 1024u), kThreads, 0, p.stream()>>>(
       p.ctl(), x, n, thresholds, int(m), hist, done, slot);
   return p.launched();
 }
