@@ -124,9 +124,13 @@ stacks)
   # (tools/device/run_limited.sh), is killed with its children, exits 124.
   t0=$SECONDS
   rc=0
+  # A marker of this run in both command lines, so the survivor check below
+  # cannot mistake another process's "sleep 300" for the step's.
+  marker="gc-hang-$$-$RANDOM"
   "$src/tools/device/run_limited.sh" 2 "$tmp/stacks.txt" \
-    bash -c 'sleep 300 & exec python3 -c "import threading, time
-threading.Thread(target=time.sleep, args=(300,), name=\"stuck-worker\").start(); time.sleep(300)"' || rc=$?
+    bash -c "(exec -a $marker sleep 300) & exec python3 -c \"import threading, time
+threading.Thread(target=time.sleep, args=(300,), name='$marker').start(); time.sleep(300)\"" ||
+    rc=$?
   [ $rc = 124 ] || fail "run_limited.sh exited $rc at the limit (want 124)"
   [ $((SECONDS - t0)) -lt 60 ] || fail "run_limited.sh took $((SECONDS - t0)) s for a 2 s limit"
   cat "$tmp/stacks.txt"
@@ -135,7 +139,7 @@ threading.Thread(target=time.sleep, args=(300,), name=\"stuck-worker\").start();
   [ "$(grep -c '^-- thread' "$tmp/stacks.txt")" -ge 3 ] || fail "not every thread (python's two, sleep's one)"
   grep -q "wchan" "$tmp/stacks.txt" || fail "no wchan"
   sleep 1
-  if pgrep -f "sleep 300" >/dev/null || pgrep -f "stuck-worker" >/dev/null; then fail "a process of the step survived"; fi
+  if pgrep -f "$marker" >/dev/null; then fail "a process of the step survived"; fi
   # Within the limit: the command's own status, no stacks.
   rc=0
   "$src/tools/device/run_limited.sh" 30 "$tmp/none.txt" bash -c 'exit 3' || rc=$?

@@ -151,7 +151,10 @@ TEST_CASE("auto settled on dense: dense calls from the second on equal dense alo
   // topka is chosen while measured dense calls read 1000x slow (the trials),
   // then from call 12 topka's do: auto moves to dense and stays there.
   const param::Overrides config = autoConfig("topka:DENSITY=0.05,dense");
-  const int calls = 45;
+  // When auto moves depends on when its agreed medians turn, which real
+  // times under load delay (a CI run flushed at call 38 of 45): calls to
+  // spare, so at least 20 settled calls remain.
+  const int calls = 80;
   const Runs a = run("auto", calls, config, [](int, const int* call) {
     return [call](const std::string& what, double s) {
       if (what.rfind("call ", 0) != 0) return s;  // the probe measures truly

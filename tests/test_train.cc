@@ -256,4 +256,19 @@ TEST_CASE("gradcomp-train --sharded: ZeRO-2 with dense matches the allreduce run
     CHECK(s.at("wire_bytes") < 0.55 * a.at("wire_bytes"));
   }
   CHECK(runs["sharded"].back().at("test_acc") > 0.60);
+
+  // A sparse method sharded, with DGC momentum correction (auto): it learns
+  // like dense on this subset (seed 1-5 bands: docs/results/accuracy/sharded)
+  // and sends a fraction of dense's gradient bytes.
+  const std::string json = tempJson("sharded-oktopk");
+  const Result r = runTrain("--ranks 3 --algo oktopk --density 0.01 --train-limit 3000 "
+                            "--test-limit 2000 --epochs 2 --bucket-mb 0.5 --sharded -J " + json);
+  INFO(r.output);
+  REQUIRE(r.exitCode == 0);
+  CHECK(r.output.find("(momentum correction)") != std::string::npos);
+  const auto sparse = readEpochs(json);
+  std::remove(json.c_str());
+  REQUIRE(sparse.size() == 2);
+  CHECK(std::fabs(sparse.back().at("test_acc") - runs["sharded"].back().at("test_acc")) <= 0.05);
+  CHECK(sparse.back().at("wire_bytes") < 0.2 * runs["sharded"].back().at("wire_bytes"));
 }
