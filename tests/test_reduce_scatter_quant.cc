@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -379,6 +380,54 @@ TEST_CASE("quantized reduce-scatter: wire bytes of one call", "[quant][rs]") {
   const uint64_t s = perRank("sign", {}, Collective::ReduceScatter);
   CHECK(s == perRank("sign", {}, Collective::AllReduce));
   CHECK(s * 8 < dense);
+}
+
+// Shards of a few hundred thousand elements go out in several phase-1
+// messages per peer (code_exchange.cc, kSliceElements = 2^18): bit for bit
+// the reference's results, to the byte the unsliced formula, in both
+// collectives. Bucket 7 makes the slice length lcm(7, 32) x 1170 = 262080.
+TEST_CASE("quantized: payloads cut into slices keep results and wire bytes", "[quant][rs]") {
+  const int P = 3;
+  const size_t rc = 700003, n = rc * P;
+  const auto in = gaussianInputs(2, P, n, 21);
+  const Form forms[] = {
+      {"qsgd", algo::quant::makeQsgdReference, {{"BITS", "4"}}},
+      {"qsgd", algo::quant::makeQsgdReference, {{"BITS", "1"}, {"BUCKET", "7"}}},
+  };
+  for (const Form& f : forms) {
+    INFO(label(f));
+    const int bits = std::atoi(f.params[0].second);
+    const size_t bucket = f.params.size() > 1 ? 7 : 512;
+    const param::Overrides cfg = overrides(f.params);
+    std::unique_ptr<algo::Reference> ref;
+    REQUIRE(f.reference(P, cfg, &ref).ok());
+    const Run rs = runColl(f.algo, cfg, in, RedOp::Sum, DataType::Float32,
+                           Collective::ReduceScatter);
+    REQUIRE(rs.firstError() == "");
+    const auto expected = expectAll(*ref, in, RedOp::Sum, DataType::Float32,
+                                    Collective::ReduceScatter);
+    for (size_t c = 0; c < in.size(); ++c)
+      for (int r = 0; r < P; ++r) {
+        INFO("reduce-scatter call " << c << " rank " << r);
+        REQUIRE(wrongInShard(rs, expected, c, r) == 0);
+        const uint64_t payload = 8 * ((rc + bucket - 1) / bucket) + (rc * bits + 7) / 8;
+        CHECK(rs.sent[c][r] == 16 * (P - 1) + (P - 1) * payload);
+      }
+    std::unique_ptr<algo::Reference> arRef;
+    REQUIRE(f.reference(P, cfg, &arRef).ok());
+    const Run ar = runColl(f.algo, cfg, in, RedOp::Avg, DataType::Float32,
+                           Collective::AllReduce);
+    REQUIRE(ar.firstError() == "");
+    const auto arExpected = expectAll(*arRef, in, RedOp::Avg, DataType::Float32,
+                                      Collective::AllReduce);
+    for (size_t c = 0; c < in.size(); ++c)
+      for (int r = 0; r < P; ++r) {
+        INFO("allreduce call " << c << " rank " << r);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; ++i) wrong += same(ar.out[c][r][i], arExpected[c][i]) ? 0 : 1;
+        REQUIRE(wrong == 0);
+      }
+  }
 }
 
 TEST_CASE("quantized reduce-scatter: a non-finite input falls back to the exact sum",

@@ -8,6 +8,8 @@
 //   A vmax taken from the data (vmax 0) is a control word: one sync.
 #pragma once
 
+#include <numeric>
+
 #include "algorithms/quant/code_exchange.h"
 
 namespace gradcomp::algo::quant {
@@ -16,6 +18,8 @@ class MaxMinCodec final : public ChunkCodec {
  public:
   MaxMinCodec(int bits, size_t bucket) : bits_(bits), bucket_(bucket) {}
   size_t align() const override { return bucket_; }
+  // Whole buckets, and codes that end on a float boundary at any width.
+  size_t sliceAlign() const override { return std::lcm(bucket_, size_t(32)); }
   size_t encodedBytes(size_t count) const override;
   Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
                 uint64_t stream, uint8_t* out, float* residual) const override;

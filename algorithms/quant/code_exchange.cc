@@ -102,27 +102,36 @@ class Posted {
   Posted& operator=(const Posted&) = delete;
   Status recv(int peer, uint64_t tag, void* data, size_t bytes, size_t* slot) {
     *slot = handles_.size();
-    handles_.push_back(0);
-    expect_.push_back(bytes);
-    peers_.push_back(peer);
+    add(peer, bytes);
     return net_.irecv(peer, tag, data, bytes, &handles_.back());
   }
   Status send(int peer, uint64_t tag, const void* data, size_t bytes) {
-    handles_.push_back(0);
-    expect_.push_back(SIZE_MAX);
-    peers_.push_back(peer);
+    add(peer, SIZE_MAX);
     return net_.isend(peer, tag, data, bytes, &handles_.back());
+  }
+  // Drives the transport once per pending transfer without blocking (UCX
+  // moves data, and answers rendezvous requests, only inside such calls);
+  // transfers found complete are settled for wait().
+  Status progress() {
+    for (size_t i = 0; i < handles_.size(); ++i) {
+      if (!handles_[i]) continue;
+      bool done = false;
+      const transport::Handle h = handles_[i];
+      handles_[i] = 0;  // test() releases it on completion and on error
+      GC_CHECK(net_.test(h, &done, &got_[i]));
+      if (!done) handles_[i] = h;
+    }
+    return Status::Ok();
   }
   // Waits for one receive; it must be exactly its expected length.
   Status wait(size_t slot, const char* what) {
-    size_t got = 0;
     const transport::Handle h = handles_[slot];
     handles_[slot] = 0;  // released by the wait, on success and on error
-    GC_CHECK(net_.wait(h, &got));
-    GC_REQUIRE(got == expect_[slot], Err::RemoteError,
+    if (h) GC_CHECK(net_.wait(h, &got_[slot]));
+    GC_REQUIRE(got_[slot] == expect_[slot], Err::RemoteError,
                "%s: rank %d sent %zu bytes where %zu were expected (peers disagree on count, "
                "dtype or algorithm parameters?)",
-               what, peers_[slot], got, expect_[slot]);
+               what, peers_[slot], got_[slot], expect_[slot]);
     return Status::Ok();
   }
   Status waitAll() {
@@ -134,24 +143,56 @@ class Posted {
   }
 
  private:
+  void add(int peer, size_t expect) {
+    handles_.push_back(0);
+    expect_.push_back(expect);
+    got_.push_back(0);
+    peers_.push_back(peer);
+  }
   transport::Transport& net_;
   std::vector<transport::Handle> handles_;
-  std::vector<size_t> expect_;
+  std::vector<size_t> expect_, got_;
   std::vector<int> peers_;
 };
 
-// Peers get their phase-1 payloads in this many groups: each group is
-// encoded, synced and sent while the next one encodes (the CPU backend
-// encodes at memory speed, slower than the network at 1 Gbit/s and up).
-constexpr int kSendGroups = 4;
+// Phase-1 payloads of a codec with a sliceAlign go out in slices of about
+// this many elements (1 MiB of fp32 input), each a message of its own, and
+// every rank drives the transport between slices: payloads then travel
+// while the next slice encodes instead of after the last one (P = 4, 64 MiB
+// qsgd reduce-scatter at 1 Gbit/s: docs/results/reduce_scatter.md). Slices
+// are cut from the chunk's start, so the codes are those of the whole chunk.
+constexpr size_t kSliceElements = size_t(1) << 18;
+// Smaller pieces are grouped up to this many elements per sync and send
+// (many peers with small chunks: one sync for several of them).
+constexpr size_t kGroupElements = kSliceElements;
+
+// A chunk's phase-1 slices: [begin, begin + size) relative to the chunk and
+// where each payload starts in the chunk's payload buffer.
+struct Slice {
+  size_t begin = 0, size = 0, offset = 0, bytes = 0;
+};
+std::vector<Slice> slicesOf(const ChunkCodec& codec, size_t count) {
+  const size_t a = codec.sliceAlign();
+  const size_t len = a == 0 ? count : std::max(a, kSliceElements / a * a);
+  std::vector<Slice> out;
+  size_t offset = 0;
+  for (size_t b = 0; b < count || out.empty(); b += len) {
+    const size_t n = std::min(len, count - b);
+    out.push_back({b, n, offset, codec.encodedBytes(n)});
+    offset += out.back().bytes;
+  }
+  return out;
+}
 
 // Phase 1 over `ranges` (ranges[j]: owner j's chunk): posts every receive,
-// encodes and sends every other rank's chunk (residual updated in the same
-// pass), and leaves in sum[0..ranges[r].size) the owner's fp32 sum in rank
-// order, its own chunk exact (avg: / P). zeroOwn: the residual's own chunk is
-// zeroed after the sum read it (nothing of it stays behind). The sends stay
-// posted in *p1 (their payloads in ws->send); the decodes complete at the
-// next sync.
+// encodes every other rank's chunk of acc for it and sends it (in slices,
+// starting with the next rank: rotated, so the ranks do not all send to the
+// same owner first), residual (nullable, may alias acc) getting acc -
+// decoded in the encoding pass, and leaves in sum[0..ranges[r].size) the
+// owner's fp32 sum in rank order, its own chunk exact (avg: / P). zeroOwn:
+// the residual's own chunk is zeroed after the sum read it (nothing of it
+// stays behind). The sends stay posted in *p1 (their payloads in ws->send);
+// the decodes complete at the next sync.
 Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp op,
                    const float* acc, const std::vector<ChunkRange>& ranges, float* sum,
                    float* residual, bool zeroOwn, uint64_t tag, Workspace* ws, Posted* p1) {
@@ -162,41 +203,62 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
   std::vector<device::HostArray<uint8_t>>& sendBuf = ws->send;
   std::vector<device::HostArray<uint8_t>>& recvBuf = ws->recv;
 
-  // Every receive first, then every other chunk encoded for its owner and
-  // sent, in groups, starting with the next rank (rotated, so the ranks do
-  // not all send to the same owner first).
-  std::vector<size_t> slot(size_t(P), 0);
+  // Every receive first: one per slice of the own chunk from every peer
+  // (FIFO per peer and tag keeps them in order).
+  const std::vector<Slice> mySlices = slicesOf(codec, mine.size);
+  std::vector<std::vector<size_t>> slot(static_cast<size_t>(P));
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
     recvBuf[j].resize(codec.encodedBytes(mine.size));
-    GC_CHECK(p1->recv(j, tag, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
-  }
-  const int group = std::max(1, (P - 1 + kSendGroups - 1) / kSendGroups);
-  for (int first = 1; first < P; first += group) {
-    const int last = std::min(P, first + group);
-    for (int s = first; s < last; ++s) {
-      const int j = (r + s) % P;
-      const ChunkRange c = ranges[size_t(j)];
-      sendBuf[j].resize(codec.encodedBytes(c.size));
-      GC_CHECK(codec.encode(dev, acc + c.begin, c.size, c.begin, stream, sendBuf[j].data(),
-                            residual ? residual + c.begin : nullptr));
+    for (const Slice& q : mySlices) {
+      slot[j].push_back(0);
+      GC_CHECK(p1->recv(j, tag, recvBuf[j].data() + q.offset, q.bytes, &slot[j].back()));
     }
+  }
+  // Encode, sync and send in groups of about kGroupElements, driving the
+  // transport after each.
+  struct Unit {
+    int peer;
+    Slice q;
+  };
+  std::vector<Unit> group;
+  size_t grouped = 0;
+  auto flush = [&]() -> Status {
     GC_CHECK(dev.sync());
-    for (int s = first; s < last; ++s) {
-      const int j = (r + s) % P;
-      GC_CHECK(p1->send(j, tag, sendBuf[j].data(), sendBuf[j].size()));
+    for (const Unit& u : group)
+      GC_CHECK(p1->send(u.peer, tag, sendBuf[u.peer].data() + u.q.offset, u.q.bytes));
+    group.clear();
+    grouped = 0;
+    return p1->progress();
+  };
+  for (int s = 1; s < P; ++s) {
+    const int j = (r + s) % P;
+    const ChunkRange c = ranges[size_t(j)];
+    sendBuf[j].resize(codec.encodedBytes(c.size));
+    for (const Slice& q : slicesOf(codec, c.size)) {
+      const size_t at = c.begin + q.begin;
+      GC_CHECK(codec.encode(dev, acc + at, q.size, at, stream, sendBuf[j].data() + q.offset,
+                            residual ? residual + at : nullptr));
+      group.push_back({j, q});
+      grouped += q.size;
+      if (grouped >= kGroupElements) GC_CHECK(flush());
     }
   }
+  if (!group.empty()) GC_CHECK(flush());
 
   // The owner's sum in rank order, its own chunk exact; each contribution is
-  // decoded as soon as it (and those before it) arrived.
+  // decoded slice by slice as soon as it (and those before it) arrived.
   for (int s = 0; s < P; ++s) {
     if (s == r) {
       if (s == 0) GC_CHECK(dev.copy(sum, acc + mine.begin, mine.size * 4));
       else GC_CHECK(dev.add(sum, sum, acc + mine.begin, mine.size, DataType::Float32));
-    } else {
-      GC_CHECK(p1->wait(slot[s], "quantized reduce-scatter"));
-      GC_CHECK(codec.decode(dev, recvBuf[s].data(), mine.size, s, sum, s != 0));
+      continue;
+    }
+    for (size_t i = 0; i < mySlices.size(); ++i) {
+      const Slice& q = mySlices[i];
+      GC_CHECK(p1->wait(slot[s][i], "quantized reduce-scatter"));
+      GC_CHECK(codec.decode(dev, recvBuf[s].data() + q.offset, q.size, s, sum + q.begin,
+                            s != 0));
     }
   }
   // In stream order after the sum read acc there.

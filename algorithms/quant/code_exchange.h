@@ -58,6 +58,12 @@ class ChunkCodec {
   virtual ~ChunkCodec() = default;
   // Chunk boundaries are multiples of this (qsgd: its bucket).
   virtual size_t align() const { return 1; }
+  // Phase 1 may cut a chunk's payload into slices, each encoded and sent as
+  // a message of its own, of lengths that are multiples of this (the last
+  // excepted): a codec says so when a slice encoded on its own gives the
+  // chunk's codes for it, at a float-aligned payload size, and the slices'
+  // sizes add up to encodedBytes(chunk). 0 (the default): never cut.
+  virtual size_t sliceAlign() const { return 0; }
   virtual size_t encodedBytes(size_t count) const = 0;
   // src[0..count) (device memory) is the buffer's range starting at element
   // `offset`; `stream` seeds stochastic rounding (device::streamSeed); out is
@@ -74,6 +80,7 @@ class ChunkCodec {
 // fp32 values as they are (the exact fallback).
 class RawCodec final : public ChunkCodec {
  public:
+  size_t sliceAlign() const override { return 1; }
   size_t encodedBytes(size_t count) const override { return count * sizeof(float); }
   Status encode(device::Backend& dev, const float* src, size_t count, size_t offset,
                 uint64_t stream, uint8_t* out, float* residual) const override;
