@@ -159,6 +159,24 @@ class Backend {
   // acc is the residual and becomes residual + gradient in place.
   virtual Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
                             float countThreshold, AccumulateStats* stats) = 0;
+  // accumulate() that may also compact, in the same pass, every i with
+  // |acc[i]| > countThreshold (>= 0) into (idx, val) as compactAbove(acc, n,
+  // countThreshold, 0, 0, idx, val, ...) would, when they fit: *compacted
+  // (valid after the next sync, like *stats) is stats->above when it did and
+  // it is at most `capacity`, else kNotCompacted (idx and val then hold
+  // nothing the caller may use). The default compacts nothing; the CPU
+  // reference, for which the extra pass over acc is what a top-k call costs
+  // most after this one, compacts while each block is in cache.
+  static constexpr size_t kNotCompacted = ~size_t(0);
+  // True when accumulateCompact compacts (callers then provide buffers).
+  virtual bool compactsInAccumulate() const { return false; }
+  virtual Status accumulateCompact(float* acc, const void* in, DataType inType, size_t n,
+                                   bool add, float countThreshold, uint64_t* idx, float* val,
+                                   size_t capacity, AccumulateStats* stats, size_t* compacted) {
+    (void)idx, (void)val, (void)capacity;
+    *compacted = kNotCompacted;
+    return accumulate(acc, in, inType, n, add, countThreshold, stats);
+  }
 
   // ---- Sparse (top-k family, algorithms/sparse) ----------------------------
   // Values are fp32, indexes uint64; a COO list is (idx[], val[], count) sorted

@@ -183,7 +183,7 @@ TEST_CASE("proxy contract: hierarchical schedules (2 hosts) and fft at other chu
     run.counts = {5000, 70001};
     run.calls = 4;
     run.throughBudget = true;
-    if (std::string(algo) == "fft") run.config.set("FFT_CHUNK", "1024", "test");
+    if (std::string(algo) == "fft") REQUIRE(run.config.set("FFT_CHUNK", "1024", "test").ok());
     std::vector<std::vector<std::vector<uint8_t>>> out;
     std::vector<Status> st;
     std::vector<std::unique_ptr<Backend>> backends;

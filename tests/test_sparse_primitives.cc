@@ -11,7 +11,9 @@
 #include "algorithms/sparse/sparse_common.h"
 #include "algorithms/sparse/wire_format.h"
 #include "device/backend.h"
+#include "device/cpu/cpu_device_backend.h"
 #include "device/cpu/sparse_ops.h"
+#include "device/arrays.h"
 
 using namespace gradcomp;
 using namespace gradcomp::algo::sparse;
@@ -112,6 +114,84 @@ TEST_CASE("exact top-k: exactly k, ties admitted in index order, zeros never", "
   std::vector<float> val(2);
   CHECK(cpu().compactAbove(x.data(), x.size(), 2.0f, 0, 0, idx.data(), val.data(), 2, &cnt, false).code() ==
         Err::Internal);
+}
+
+// accumulateCompact = accumulate + compactAbove(tie budget 0) in one pass:
+// the same acc bits and statistics, the same entries (NaN never, Inf and
+// values just above the threshold always, -0.0 never at threshold 0) across
+// block boundaries and ragged tails; kNotCompacted once they outgrow the
+// capacity; a backend that cannot compact says so and still accumulates.
+TEST_CASE("accumulateCompact: accumulate and compactAbove in one pass", "[sparse]") {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> g(0, 1);
+  for (size_t n : {size_t(1), size_t(15), size_t(4096), size_t(4097), size_t(20000)})
+    for (float th : {0.0f, 1.5f, 2.5f})
+      for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Float64}) {
+        INFO("n " << n << " threshold " << th << " " << dtypeName(t));
+        std::vector<float> in(n), residual(n);
+        for (size_t i = 0; i < n; ++i) {
+          in[i] = i % 13 == 0 ? 0.0f : g(rng);
+          residual[i] = i % 7 == 0 ? 0.0f : g(rng);
+        }
+        if (n > 4100) {  // boundaries: just above, exactly at, -0.0, NaN, Inf
+          in[4095] = std::nextafter(th, 1e9f), residual[4095] = 0;
+          in[4096] = th, residual[4096] = 0;
+          in[100] = -0.0f, residual[100] = 0;
+          in[200] = std::numeric_limits<float>::quiet_NaN();
+          in[300] = -std::numeric_limits<float>::infinity();
+        }
+        std::vector<uint8_t> typed(n * dtypeSize(t));
+        REQUIRE(cpu().convert(typed.data(), t, in.data(), DataType::Float32, n).ok());
+        std::vector<float> accA = residual, accB = residual;
+        device::AccumulateStats a, b;
+        REQUIRE(cpu().accumulate(accA.data(), typed.data(), t, n, true, th, &a).ok());
+        std::vector<uint64_t> idx(n + 1);
+        std::vector<float> val(n + 1);
+        size_t got = 0;
+        REQUIRE(cpu().compactsInAccumulate());
+        REQUIRE(cpu().accumulateCompact(accB.data(), typed.data(), t, n, true, th, idx.data(),
+                                        val.data(), n, &b, &got).ok());
+        CHECK(bitEqual(accA, accB));
+        CHECK(a.above == b.above);
+        CHECK(a.nonFinite == b.nonFinite);
+        CHECK(a.maxAbs == b.maxAbs);
+        REQUIRE(got == b.above);
+        std::vector<uint64_t> wantIdx(n + 1);
+        std::vector<float> wantVal(n + 1);
+        size_t want = 0;
+        REQUIRE(cpu().compactAbove(accA.data(), n, th, 0, 0, wantIdx.data(), wantVal.data(), n,
+                                   &want, false).ok());
+        REQUIRE(want == got);
+        for (size_t i = 0; i < got; ++i) {
+          REQUIRE(idx[i] == wantIdx[i]);
+          REQUIRE(bits(val[i]) == bits(wantVal[i]));
+        }
+        if (got > 0) {  // one short: nothing usable
+          accB = residual;
+          REQUIRE(cpu().accumulateCompact(accB.data(), typed.data(), t, n, true, th, idx.data(),
+                                          val.data(), got - 1, &b, &got).ok());
+          CHECK(got == device::Backend::kNotCompacted);
+          CHECK(bitEqual(accA, accB));
+          CHECK(a.above == b.above);
+        }
+      }
+  // The default (no fused compaction): accumulate's result, kNotCompacted.
+  std::unique_ptr<device::Backend> dev = device::makeCpuDeviceBackend();
+  CHECK_FALSE(dev->compactsInAccumulate());
+  device::DeviceArray<float> acc(*dev, 64);
+  REQUIRE(acc.assignZero(64).ok());
+  device::HostArray<float> in(*dev, 64);
+  for (size_t i = 0; i < 64; ++i) in[i] = float(i);
+  device::DeviceArray<uint64_t> idx(*dev, 64);
+  device::DeviceArray<float> val(*dev, 64);
+  device::HostArray<device::AccumulateStats> st(*dev, 1);
+  device::HostArray<size_t> got(*dev, 1);
+  REQUIRE(dev->accumulateCompact(acc.data(), in.data(), DataType::Float32, 64, true, 60.5f,
+                                 idx.data(), val.data(), 64, &st[0], &got[0]).ok());
+  REQUIRE(dev->sync().ok());
+  CHECK(got[0] == device::Backend::kNotCompacted);
+  CHECK(st[0].above == 3);
+  CHECK(st[0].maxAbs == 63.0);
 }
 
 TEST_CASE("scatterAdd / scatterZero apply in order and reject out-of-range indexes", "[sparse]") {

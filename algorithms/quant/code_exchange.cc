@@ -246,23 +246,26 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
   }
   if (!group.empty()) GC_CHECK(flush());
 
-  // The owner's sum in rank order, its own chunk exact; each contribution is
-  // decoded slice by slice as soon as it (and those before it) arrived.
-  for (int s = 0; s < P; ++s) {
-    if (s == r) {
-      if (s == 0) GC_CHECK(dev.copy(sum, acc + mine.begin, mine.size * 4));
-      else GC_CHECK(dev.add(sum, sum, acc + mine.begin, mine.size, DataType::Float32));
-      continue;
-    }
-    for (size_t i = 0; i < mySlices.size(); ++i) {
-      const Slice& q = mySlices[i];
+  // The owner's sum in rank order, its own chunk exact, slice by slice: a
+  // slice of the sum stays in cache through its P additions (one pass over
+  // the sum, not P), each contribution decoded as soon as it arrived. The
+  // residual's own slice is zeroed, in stream order, after the sum read it.
+  for (size_t i = 0; i < mySlices.size(); ++i) {
+    const Slice& q = mySlices[i];
+    float* part = sum + q.begin;
+    for (int s = 0; s < P; ++s) {
+      if (s == r) {
+        const float* own = acc + mine.begin + q.begin;
+        if (s == 0) GC_CHECK(dev.copy(part, own, q.size * 4));
+        else GC_CHECK(dev.add(part, part, own, q.size, DataType::Float32));
+        continue;
+      }
       GC_CHECK(p1->wait(slot[s][i], "quantized reduce-scatter"));
-      GC_CHECK(codec.decode(dev, recvBuf[s].data() + q.offset, q.size, s, sum + q.begin,
-                            s != 0));
+      GC_CHECK(codec.decode(dev, recvBuf[s].data() + q.offset, q.size, s, part, s != 0));
     }
+    if (residual && zeroOwn && q.size)
+      GC_CHECK(dev.zero(residual + mine.begin + q.begin, q.size * 4));
   }
-  // In stream order after the sum read acc there.
-  if (residual && zeroOwn && mine.size) GC_CHECK(dev.zero(residual + mine.begin, mine.size * 4));
   return finishSum(dev, op, P, sum, mine.size);
 }
 

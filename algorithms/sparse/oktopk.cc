@@ -34,7 +34,7 @@ class OkTopk final : public SparseAlgorithm {
 
     Coo local(ctx.dev);
     GC_CHECK(selectLocal(ctx.dev, acc, n, k, sched.evaluate, fused ? stats.above : kNotCounted,
-                         &st.local, &local));
+                         &st.local, &local, fused ? stats.candidates : nullptr));
     if (sched.repartition || st.bounds.size() != size_t(P) + 1) {
       // Summed, not gathered: ~2 (P - 1) words sent per rank, not (P - 1)^2.
       std::vector<uint64_t> sums;
@@ -71,11 +71,16 @@ class OkTopk final : public SparseAlgorithm {
     const Schedule sched = scheduleOf(st.compressedCalls++, params);
     Coo local(ctx.dev);
     GC_CHECK(selectLocal(ctx.dev, acc, n, k, sched.evaluate || k >= n,
-                         fused ? stats.above : kNotCounted, &st.local, &local));
-    GC_CHECK(splitAndReduce(ctx, local, ownerBounds(n, ctx.net.size()), k, out));
+                         fused ? stats.above : kNotCounted, &st.local, &local,
+                         fused ? stats.candidates : nullptr));
+    // The residual loses the selection (values sent from `local`, not acc)
+    // while the pieces travel.
+    GC_CHECK(splitAndReduce(ctx, local, ownerBounds(n, ctx.net.size()), k, out, [&] {
+      return ctx.dev.scatterZero(acc, n, 0, local.idx.data(), local.size());
+    }));
     GC_TRACE(ALGO, "oktopk reduce-scatter key %#llx: n %zu k %zu local %zu",
              (unsigned long long)scheduleKey(args), n, k, local.size());
-    return ctx.dev.scatterZero(acc, n, 0, local.idx.data(), local.size());
+    return Status::Ok();
   }
 
   std::map<uint64_t, KeyState> keys_;

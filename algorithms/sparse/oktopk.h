@@ -49,6 +49,8 @@
 //   order of the rotated schedule, so the reference reproduces it bit for bit.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <vector>
 
@@ -79,10 +81,13 @@ struct KeyState {
 
 // This call's local selection (sorted COO) and the next call's threshold.
 // aboveReused: #{|acc| > state->th} when the caller counted it already (the
-// frame's fused pass), else kNotCounted.
+// frame's fused pass), else kNotCounted. candidates (nullable, with
+// aboveReused only): those entries, compacted by the same pass
+// (FrameStats::candidates), so a reused threshold reads acc no more.
 constexpr size_t kNotCounted = ~size_t(0);
 Status selectLocal(device::Backend& dev, float* acc, size_t n, size_t k, bool evaluate,
-                   size_t aboveReused, Threshold* state, Coo* out);
+                   size_t aboveReused, Threshold* state, Coo* out,
+                   const Coo* candidates = nullptr);
 
 // One rank's proposed boundaries (P - 1 words): its selected indexes at
 // positions floor(cnt * j / P), j = 1..P-1; j * n / P when it selected nothing.
@@ -125,8 +130,12 @@ inline float reusedThreshold(const KeyState& st, size_t n, const SparseParams& p
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
                       size_t k, device::DeviceArray<float>* region);
 // The same into regionData (fp32, the region's length, zero on entry).
+// whileInFlight (optional) runs once the first messages are posted, before
+// any arrival is reduced: the caller's work that does not depend on them
+// (the reduce-scatter's residual update) then overlaps the transfers.
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
-                      size_t k, float* regionData);
+                      size_t k, float* regionData,
+                      const std::function<Status()>& whileInFlight = {});
 // Every rank's reduced region non-zeros (each region holds at most P*k) to
 // every rank, in index order (allgatherBlocks, each in its smallest format).
 Status gatherRegions(Context& ctx, const device::DeviceArray<float>& region,

@@ -6,19 +6,27 @@
 namespace gradcomp::algo::sparse::oktopk {
 
 Status selectLocal(device::Backend& dev, float* acc, size_t n, size_t k, bool evaluate,
-                   size_t aboveReused, Threshold* state, Coo* out) {
+                   size_t aboveReused, Threshold* state, Coo* out, const Coo* candidates) {
   out->bind(dev);
   if (!evaluate && state->valid) {
     size_t count = aboveReused;
     if (count == kNotCounted) {
+      candidates = nullptr;
       GC_CHECK(dev.countAbove(acc, n, state->th, &count));
       GC_CHECK(dev.sync());
     }
+    GC_REQUIRE(!candidates || candidates->size() == count, Err::Internal,
+               "oktopk: %zu candidates for %zu entries above the reused threshold",
+               candidates ? candidates->size() : size_t(0), count);
     // Under half of k: re-select exactly now (rank-local, compute only).
     if (count <= k && 2 * count >= k) {
-      out->resize(count);
-      GC_CHECK(dev.compactAbove(acc, n, state->th, 0, 0, out->idx.data(), out->val.data(), count,
-                                nullptr, false));
+      if (candidates) {
+        GC_CHECK(out->assign(*candidates));
+      } else {
+        out->resize(count);
+        GC_CHECK(dev.compactAbove(acc, n, state->th, 0, 0, out->idx.data(), out->val.data(),
+                                  count, nullptr, false));
+      }
       if (4 * count < 3 * k) state->th = state->th / 1.012f;
       return Status::Ok();
     }
@@ -26,6 +34,7 @@ Status selectLocal(device::Backend& dev, float* acc, size_t n, size_t k, bool ev
       // The exact top-k lies among the `count` entries above the reused
       // threshold: select among those (about k) instead of all n. Same
       // threshold and ties (index order) as selecting over acc.
+      if (candidates) return selectTopkCoo(dev, *candidates, k, out, &state->th);
       Coo above(dev);
       above.resize(count);
       GC_CHECK(dev.compactAbove(acc, n, state->th, 0, 0, above.idx.data(), above.val.data(),

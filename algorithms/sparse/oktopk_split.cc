@@ -32,7 +32,7 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
 }
 
 Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t>& bounds,
-                      size_t k, float* regionData) {
+                      size_t k, float* regionData, const std::function<Status()>& whileInFlight) {
   device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), me = ctx.net.rank();
   const uint64_t lo = bounds[me], len = bounds[me + 1] - lo;
@@ -41,10 +41,14 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
   // Where each destination's entries start in the sorted selection.
   std::vector<size_t> starts;
   GC_CHECK(rangesOf(dev, local, bounds, &starts));
-  // Own entries first (step 0 of the reduce order).
-  GC_CHECK(dev.scatterAdd(regionData, len, lo, local.idx.data() + starts[me],
-                          local.val.data() + starts[me], starts[me + 1] - starts[me]));
-  if (P == 1) return Status::Ok();
+  // Own entries first (step 0 of the reduce order), once the first messages
+  // are on their way.
+  auto addOwn = [&]() -> Status {
+    GC_CHECK(dev.scatterAdd(regionData, len, lo, local.idx.data() + starts[me],
+                            local.val.data() + starts[me], starts[me + 1] - starts[me]));
+    return whileInFlight ? whileInFlight() : Status::Ok();
+  };
+  if (P == 1) return addOwn();
 
   // Outgoing pieces, one message per destination (possibly empty).
   std::vector<Bytes> out = bytesOn(dev, P), in = bytesOn(dev, P);
@@ -77,6 +81,7 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
   piece.resize(std::max<size_t>(maxIn, 1));
   std::unique_ptr<RequestSet> current, next;
   GC_CHECK(post(1, &current));
+  GC_CHECK(addOwn());
   for (int b = 1; b < P; b += bucket) {
     if (b + bucket < P) GC_CHECK(post(b + bucket, &next));
     GC_CHECK(current->waitAll());

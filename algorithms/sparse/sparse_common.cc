@@ -97,7 +97,8 @@ Status SparseFrame::runDense(Context& ctx, const AllreduceArgs& args) {
 }
 
 Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls,
-                          float countThreshold, bool* compress, FrameStats* stats) {
+                          float countThreshold, size_t candidateCapacity, bool* compress,
+                          FrameStats* stats) {
   *compress = false;
   *stats = FrameStats{};
   if (args.count == 0 || !isFloating(args.dtype)) return runDense(ctx, args);
@@ -116,10 +117,21 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
     scratch_.bind(ctx.dev).resize(args.count);
     acc_ = scratch_.data();
   }
-  // The one O(n) pass: acc (+)= input, non-finite count, threshold count.
+  // The one O(n) pass: acc (+)= input, non-finite count, threshold count
+  // and, where the backend compacts in it, the entries above the threshold.
   device::AccumulateStats st;
-  GC_CHECK(ctx.dev.accumulate(acc_, args.sendBuf, args.dtype, args.count, !fresh, countThreshold,
-                              &st));
+  size_t compacted = device::Backend::kNotCompacted;
+  if (countThreshold >= 0 && candidateCapacity > 0 && ctx.dev.compactsInAccumulate()) {
+    candidates_.bind(ctx.dev);
+    candidates_.resize(candidateCapacity);
+    GC_CHECK(ctx.dev.accumulateCompact(acc_, args.sendBuf, args.dtype, args.count, !fresh,
+                                       countThreshold, candidates_.idx.data(),
+                                       candidates_.val.data(), candidateCapacity, &st,
+                                       &compacted));
+  } else {
+    GC_CHECK(ctx.dev.accumulate(acc_, args.sendBuf, args.dtype, args.count, !fresh,
+                                countThreshold, &st));
+  }
   GC_CHECK(ctx.dev.sync());
   bool nonFinite = false;
   GC_CHECK(anyRank(ctx, kStepFiniteFlag, st.nonFinite != 0, &nonFinite));
@@ -129,6 +141,10 @@ Status SparseFrame::begin(Context& ctx, const AllreduceArgs& args, int64_t warmu
     return runDense(ctx, args);
   }
   stats->above = st.above;
+  if (compacted != device::Backend::kNotCompacted) {
+    candidates_.resize(compacted);
+    stats->candidates = &candidates_;
+  }
   *compress = true;
   return Status::Ok();
 }
@@ -163,8 +179,11 @@ Status SparseAlgorithm::run(Context& ctx, const AllreduceArgs& args) {
   GC_CHECK(params.read(ctx.config));
   bool compress = false;
   FrameStats stats;
-  GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, fusedThreshold(args, params), &compress,
-                        &stats));
+  const size_t k = topkCount(params.density, args.count);
+  // Room for twice k candidates: a reused threshold admits about k (oktopk
+  // re-selects exactly above k and below k / 2).
+  GC_CHECK(frame_.begin(ctx, args, params.warmupCalls, fusedThreshold(args, params),
+                        std::min(args.count, 2 * k), &compress, &stats));
   if (!compress) return Status::Ok();
   // fp32: the result is summed straight into recvBuf (the input already sits
   // in acc, also in NCCL's in-place reduce-scatter layout), which saves a
@@ -178,7 +197,6 @@ Status SparseAlgorithm::run(Context& ctx, const AllreduceArgs& args) {
     result = result_.data();
   }
   GC_CHECK(ctx.dev.zero(result, out * sizeof(float)));
-  const size_t k = topkCount(params.density, args.count);
   if (args.coll == Collective::ReduceScatter)
     GC_CHECK(scheduleReduceScatter(ctx, args, params, k, frame_.acc(), stats, result));
   else

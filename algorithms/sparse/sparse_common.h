@@ -88,6 +88,10 @@ Status rangesOf(device::Backend& dev, const Coo& sel, const std::vector<uint64_t
 // What the frame computed from the call's input in its one pass.
 struct FrameStats {
   uint64_t above = 0;  // entries above the threshold the algorithm asked for
+  // Those entries of acc (sorted COO, `above` of them) when the backend
+  // compacted them in the same pass (Backend::accumulateCompact) and they
+  // fit the capacity asked for; else nullptr. Valid until the next call.
+  const Coo* candidates = nullptr;
 };
 
 // Elements a call returns: count (allreduce) or recvcount = count / P
@@ -108,10 +112,12 @@ class SparseFrame {
   // (warm-up, integer dtype, non-finite input) and is complete. Otherwise
   // acc() holds residual + input in fp32 and the caller runs its schedule,
   // then finish(). countThreshold >= 0: stats->above counts |acc| above it
-  // in the same pass. Dense calls run runCollective(dense), so a
-  // reduce-scatter runs dense's ring reduce-scatter.
+  // in the same pass, and where the backend can, stats->candidates holds
+  // those entries when there are at most candidateCapacity. Dense calls run
+  // runCollective(dense), so a reduce-scatter runs dense's ring
+  // reduce-scatter.
   Status begin(Context& ctx, const AllreduceArgs& args, int64_t warmupCalls, float countThreshold,
-               bool* compress, FrameStats* stats);
+               size_t candidateCapacity, bool* compress, FrameStats* stats);
   float* acc() { return acc_; }
   // Keeps the residual (acc with the contributed entries zeroed by the
   // caller) and writes result (dense fp32, outputCount, device memory) to
@@ -127,6 +133,7 @@ class SparseFrame {
   std::map<uint64_t, KeyCalls> calls_;
   std::unique_ptr<Algorithm> dense_;
   device::DeviceArray<float> scratch_;  // acc without error feedback, or bf16 residuals
+  Coo candidates_;                      // FrameStats::candidates, kept across calls
   float* acc_ = nullptr;
   bool efActive_ = false;
 };

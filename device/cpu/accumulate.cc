@@ -9,6 +9,7 @@
 
 #include "device/cpu/element_traits.h"
 #include "device/cpu/multiversion.h"
+#include "device/cpu/sparse_ops.h"
 
 namespace gradcomp::device::cpu {
 namespace {
@@ -78,33 +79,75 @@ void runGeneric(float* acc, size_t n, float th, Load load, Partial* p) {
   for (size_t b = 0; b < n; b += kBlock) block<Add>(acc, b, b + kBlock < n ? b + kBlock : n, th, load, p);
 }
 
+// acc[0..n) from in[0..n) into *p (which it extends); false for a DataType
+// value that is none.
+bool accumulateRange(float* acc, const void* in, DataType inType, size_t n, bool add, float th,
+                     Partial* p) {
+  if (inType == DataType::Float32) {
+    auto* src = static_cast<const float*>(in);
+    add ? runF32<true>(acc, src, n, th, p) : runF32<false>(acc, src, n, th, p);
+    return true;
+  }
+  if (inType == DataType::BFloat16) {
+    auto* src = static_cast<const uint16_t*>(in);
+    add ? runBf16<true>(acc, src, n, th, p) : runBf16<false>(acc, src, n, th, p);
+    return true;
+  }
+  return dispatchType(inType, [&](auto traits) {
+    using T = decltype(traits);
+    using S = typename T::Storage;
+    const S* src = static_cast<const S*>(in);
+    auto load = [src](size_t i) { return convertOne<F32, T>(src[i]); };
+    add ? runGeneric<true>(acc, n, th, load, p) : runGeneric<false>(acc, n, th, load, p);
+  });
+}
+
+void report(const Partial& p, float countThreshold, AccumulateStats* stats) {
+  stats->maxAbs = p.maxAbs;
+  stats->nonFinite = p.nonFinite;
+  stats->above = countThreshold >= 0 ? p.above : 0;
+}
+
 }  // namespace
 
 Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
                   float countThreshold, AccumulateStats* stats) {
   Partial p;
   const float th = countThreshold >= 0 ? countThreshold : FLT_MAX;  // |x| > FLT_MAX never holds
-  bool known = true;
-  if (inType == DataType::Float32) {
-    auto* src = static_cast<const float*>(in);
-    add ? runF32<true>(acc, src, n, th, &p) : runF32<false>(acc, src, n, th, &p);
-  } else if (inType == DataType::BFloat16) {
-    auto* src = static_cast<const uint16_t*>(in);
-    add ? runBf16<true>(acc, src, n, th, &p) : runBf16<false>(acc, src, n, th, &p);
-  } else {
-    known = dispatchType(inType, [&](auto traits) {
-      using T = decltype(traits);
-      using S = typename T::Storage;
-      const S* src = static_cast<const S*>(in);
-      auto load = [src](size_t i) { return convertOne<F32, T>(src[i]); };
-      add ? runGeneric<true>(acc, n, th, load, &p) : runGeneric<false>(acc, n, th, load, &p);
-    });
+  GC_REQUIRE(accumulateRange(acc, in, inType, n, add, th, &p), Err::InvalidArgument,
+             "cpu accumulate: dtype value %d is not a DataType", int(inType));
+  report(p, countThreshold, stats);
+  return Status::Ok();
+}
+
+Status accumulateCompact(float* acc, const void* in, DataType inType, size_t n, bool add,
+                         float countThreshold, uint64_t* idx, float* val, size_t capacity,
+                         AccumulateStats* stats, size_t* compacted) {
+  GC_REQUIRE(countThreshold >= 0, Err::InvalidArgument,
+             "cpu accumulateCompact: threshold %g must be >= 0", double(countThreshold));
+  const size_t esz = dtypeSize(inType);
+  GC_REQUIRE(esz > 0, Err::InvalidArgument, "cpu accumulateCompact: dtype value %d is not a "
+             "DataType", int(inType));
+  Partial p;
+  size_t c = 0;
+  bool fits = true;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t len = n - b < kBlock ? n - b : kBlock;
+    const uint64_t before = p.above;
+    accumulateRange(acc + b, static_cast<const uint8_t*>(in) + b * esz, inType, len, add,
+                    countThreshold, &p);
+    const size_t more = size_t(p.above - before);
+    fits = fits && more <= capacity - c;
+    if (!fits || more == 0) continue;
+    // The block is in cache: its entries above the threshold, in index order
+    // (the count above and compactAbove agree on NaN, Inf and -0.0).
+    const size_t got = compactAboveCounted(acc + b, len, countThreshold, b, idx + c, val + c);
+    GC_REQUIRE(got == more, Err::Internal, "cpu accumulateCompact: compacted %zu entries of a "
+               "block where %zu were counted", got, more);
+    c += got;
   }
-  GC_REQUIRE(known, Err::InvalidArgument, "cpu accumulate: dtype value %d is not a DataType",
-             int(inType));
-  stats->maxAbs = p.maxAbs;
-  stats->nonFinite = p.nonFinite;
-  stats->above = countThreshold >= 0 ? p.above : 0;
+  report(p, countThreshold, stats);
+  *compacted = fits ? c : Backend::kNotCompacted;
   return Status::Ok();
 }
 

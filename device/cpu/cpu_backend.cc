@@ -117,6 +117,13 @@ class CpuBackend final : public Backend {
                     float countThreshold, AccumulateStats* stats) override {
     return cpu::accumulate(acc, in, inType, n, add, countThreshold, stats);
   }
+  bool compactsInAccumulate() const override { return true; }
+  Status accumulateCompact(float* acc, const void* in, DataType inType, size_t n, bool add,
+                           float countThreshold, uint64_t* idx, float* val, size_t capacity,
+                           AccumulateStats* stats, size_t* compacted) override {
+    return cpu::accumulateCompact(acc, in, inType, n, add, countThreshold, idx, val, capacity,
+                                  stats, compacted);
+  }
 
   Status checkFinite(const float* x, size_t n, int source) override {
     char from[32];

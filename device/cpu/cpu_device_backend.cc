@@ -619,7 +619,6 @@ class CpuDeviceBackend final : public Backend {
   Status arg(const char* primitive, const char* name, const void* p, size_t bytes, Access access,
              size_t touched = SIZE_MAX) {
     if (bytes == 0) return Status::Ok();
-    const uintptr_t a = uintptr_t(p);
     if (mem_.isDevice(p, bytes)) return Status::Ok();
     GC_REQUIRE(mem_.isHost(p, bytes), Err::InvalidArgument,
                "cpu-device %s: argument '%s' (%zu bytes at %p) is neither device nor host "

@@ -18,6 +18,11 @@ Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold, size_
 Status countAbove(const float* x, size_t n, float threshold, size_t* count);
 Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget, uint64_t indexBase,
                     uint64_t* idx, float* val, size_t capacity, size_t* count, bool zeroSelected);
+// compactAbove(x, n, threshold >= 0, tieBudget 0, ...) for a caller that
+// counted the entries and made room for them all: no checks, no zeroing;
+// returns how many it wrote. accumulateCompact's per-block compaction.
+size_t compactAboveCounted(const float* x, size_t n, float threshold, uint64_t indexBase,
+                           uint64_t* idx, float* val);
 Status scatterAdd(float* dst, size_t n, uint64_t base, const uint64_t* idx, const float* val,
                   size_t count);
 Status scatterZero(float* dst, size_t n, uint64_t base, const uint64_t* idx, size_t count);

@@ -144,6 +144,34 @@ void maskGroups(const float* x, size_t groups, uint32_t fb, bool strict, uint16_
 
 }  // namespace
 
+size_t compactAboveCounted(const float* x, size_t n, float threshold, uint64_t indexBase,
+                           uint64_t* idx, float* val) {
+  constexpr size_t kGroups = 256;  // 4096 elements per mask pass (the masks on the stack)
+  const uint32_t fb = magBits(threshold);
+  size_t c = 0;
+  for (size_t b = 0; b + 16 <= n; b += 16 * kGroups) {
+    const size_t groups = std::min(kGroups, (n - b) / 16);
+    alignas(8) uint16_t masks[kGroups + 4] = {};
+    maskGroups(x + b, groups, fb, true, masks);
+    for (size_t g = 0; g < groups; g += 4) {  // 64 elements per word, lowest index first
+      uint64_t word;
+      std::memcpy(&word, masks + g, 8);
+      while (word != 0) {
+        const size_t i = b + 16 * g + size_t(__builtin_ctzll(word));
+        word &= word - 1;
+        idx[c] = indexBase + i;
+        val[c] = x[i];
+        ++c;
+      }
+    }
+  }
+  for (size_t i = n / 16 * 16; i < n; ++i) {  // the tail
+    const uint32_t m = magBits(x[i]);
+    if (m <= kInfBits && m > fb) idx[c] = indexBase + i, val[c] = x[i], ++c;
+  }
+  return c;
+}
+
 Status compactAbove(float* x, size_t n, float threshold, size_t tieBudget, uint64_t indexBase,
                     uint64_t* idx, float* val, size_t capacity, size_t* count,
                     bool zeroSelected) {
