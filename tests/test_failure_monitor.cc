@@ -337,7 +337,7 @@ TEST_CASE("monitor: with 64 ranks a crash reaches all at once and a stop is agre
   Ring second(kRanks);
   second.m[50]->freezeForTest();
   // A chain of victims: rank r waits for rank r + 1, up to 49, which waits for 50.
-  for (int r = 1; r < 50; ++r) second.m[r]->noteWaiting(r + 1);
+  for (int r = 1; r < 50; ++r) second.m[r]->beginWait(r + 1);
   const Status own(Err::Timeout, "no progress from rank 2");
   const Status agreed = second.m[1]->settle(2, SuspectKind::Silent, 5.0, own);
   CHECK_THAT(agreed.message(), Catch::StartsWith("rank 50 (") && Catch::Contains("stopped or hung"));
@@ -348,7 +348,7 @@ TEST_CASE("monitor: with 64 ranks a crash reaches all at once and a stop is agre
 TEST_CASE("monitor: a stopped rank is named by every rank after a suspicion", "[monitor]") {
   Ring ring(4);
   ring.m[2]->freezeForTest();
-  ring.m[3]->noteWaiting(2);  // rank 1 waits for 3, which waits for 2
+  ring.m[3]->beginWait(2);  // rank 1 waits for 3, which waits for 2
   const auto t0 = Clock::now();
   const Status own(Err::Timeout, "no progress from rank 3 for 5.0 s");
   const Status agreed = ring.m[1]->settle(3, SuspectKind::Silent, 5.0, own);
@@ -364,6 +364,33 @@ TEST_CASE("monitor: a stopped rank is named by every rank after a suspicion", "[
   }
   // A later suspicion gets the same verdict at once.
   CHECK(ring.m[3]->settle(2, SuspectKind::Silent, 5.0, own).message() == agreed.message());
+}
+
+// A rank with waits in two threads (WAGMA's stream on a stopped peer, its
+// collective on another that answered): the answer to a probe names the
+// oldest wait in progress, so the chain reaches the stopped rank instead of
+// blaming the rank whose collective's wait just ended (faults_full, wagma x
+// sigstop, session 10).
+TEST_CASE("monitor: one thread's wait ending does not hide another's", "[monitor]") {
+  Ring ring(4);
+  FailureMonitor& two = *ring.m[2];
+  CHECK(two.waitingOn() == -1);
+  const uint64_t stream = two.beginWait(3);
+  const uint64_t collective = two.beginWait(1);
+  CHECK(two.waitingOn() == 3);
+  two.endWait(collective);
+  two.endWait(collective + 100);  // unknown: ignored
+  CHECK(two.waitingOn() == 3);
+  ring.m[3]->freezeForTest();
+  const Status own(Err::Timeout, "no progress from rank 2 for 5.0 s");
+  const Status agreed = ring.m[1]->settle(2, SuspectKind::Silent, 5.0, own);
+  CHECK_THAT(agreed.message(), Catch::StartsWith("rank 3 (") && Catch::Contains("stopped or hung") &&
+                                   Catch::Contains("reported by rank 1, which waited for rank 2"));
+  two.endWait(stream);
+  CHECK(two.waitingOn() == -1);
+  const uint64_t later = two.beginWait(0);
+  CHECK(two.waitingOn() == 0);
+  two.endWait(later);
 }
 
 TEST_CASE("monitor: orderly leaving is no failure; a rank's own failure is", "[monitor]") {

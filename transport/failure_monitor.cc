@@ -295,7 +295,7 @@ void FailureMonitor::clientLoop() {
         const Err code = m.kind > 0 && m.kind <= uint8_t(Err::Internal) ? Err(m.kind) : Err::RemoteError;
         setVerdict(m.rank, code, m.text);
       } else if (m.type == MsgType::Ping && !frozen_) {
-        Message pong = make(MsgType::Pong, waitingOn_.load(std::memory_order_relaxed), m.token);
+        Message pong = make(MsgType::Pong, waitingOn(), m.token);
         send(pong);
       } else if (m.type == MsgType::Ack) {
         acked_.store(std::max(acked_.load(), m.token));
@@ -310,6 +310,26 @@ void FailureMonitor::clientLoop() {
     monitor::closeSocket(rootFd_);
     rootFd_ = -1;
   }
+}
+
+uint64_t FailureMonitor::beginWait(int peer) {
+  std::lock_guard<std::mutex> lock(waitsMu_);
+  waits_.emplace_back(++nextWait_, peer);
+  return nextWait_;
+}
+
+void FailureMonitor::endWait(uint64_t token) {
+  std::lock_guard<std::mutex> lock(waitsMu_);
+  for (auto it = waits_.begin(); it != waits_.end(); ++it)
+    if (it->first == token) {
+      waits_.erase(it);
+      return;
+    }
+}
+
+int FailureMonitor::waitingOn() const {
+  std::lock_guard<std::mutex> lock(waitsMu_);
+  return waits_.empty() ? -1 : waits_.front().second;
 }
 
 void FailureMonitor::rootLoop() {
@@ -336,7 +356,7 @@ void FailureMonitor::rootLoop() {
         v.text = cause;
         for (int p = 1; p < size_; ++p) (void)toRank(p, v);
       },
-      [&] { return waitingOn_.load(std::memory_order_relaxed); }});
+      [&] { return waitingOn(); }});
   auto drop = [&](Conn& c, bool failure) {
     if (c.rank >= 0) {
       fdOf[size_t(c.rank)] = -1;

@@ -82,8 +82,15 @@ class FailureMonitor {
   // verdict came) when none came; `own` at once without a monitor; the
   // verdict at once when there already is one.
   Status agreeOnOwnFailure(const Status& own);
-  // The peer this rank's transport is blocked on (-1: none), for the root's probes.
-  void noteWaiting(int peer) { waitingOn_.store(peer, std::memory_order_relaxed); }
+  // Transport waits in progress on this rank, from any of its threads (the
+  // collective's, WAGMA's stream): beginWait(peer) returns the token its
+  // endWait takes. A probe's answer names the peer of the oldest wait still
+  // in progress (-1: none), for the root's chain: one thread ending its wait
+  // must not hide another's (a rank whose stream waited on a stopped peer
+  // was blamed itself when its collective's wait ended meanwhile).
+  uint64_t beginWait(int peer);
+  void endWait(uint64_t token);
+  int waitingOn() const;
 
   // Tests only: vanish without a Bye (a crash, as the others see it), or stop
   // answering probes (a stopped process).
@@ -114,7 +121,9 @@ class FailureMonitor {
   std::unique_ptr<std::thread> thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> frozen_{false};
-  std::atomic<int> waitingOn_{-1};
+  mutable std::mutex waitsMu_;
+  std::vector<std::pair<uint64_t, int>> waits_;  // (token, peer), oldest first
+  uint64_t nextWait_ = 0;
   std::atomic<bool> rootGone_{false};  // client: the root left in order (or vanished)
   std::atomic<uint64_t> suspicions_{0};  // client: nonce of the last Suspect sent
   std::atomic<uint64_t> acked_{0};       // client: the highest nonce the root acknowledged

@@ -229,15 +229,18 @@ class UcxTransport final : public Transport {
    public:
     explicit WaitingNote(FailureMonitor& m) : m_(m) {}
     ~WaitingNote() {
-      if (peer_ >= 0) m_.noteWaiting(-1);
+      if (peer_ >= 0) m_.endWait(token_);
     }
     void waitingOn(int peer) {
-      if (peer != peer_) m_.noteWaiting(peer_ = peer);
+      if (peer == peer_) return;
+      if (peer_ >= 0) m_.endWait(token_);
+      token_ = m_.beginWait(peer_ = peer);
     }
 
    private:
     FailureMonitor& m_;
     int peer_ = -1;
+    uint64_t token_ = 0;
   };
 
   // "receiving 3328 bytes from rank 3 in dense (call 18, step 8; tag 0x1200008)"
