@@ -493,6 +493,48 @@ TEST_CASE("gradcomp-bench --hosts: hierarchical dense, oktopk and qsgd are right
   }
 }
 
+// The hierarchical reduce-scatter (algorithms/hierarchy/hierarchical.h):
+// every shard right against the hierarchical reference, about 1/L of flat's
+// compressed bytes between hosts, and the device memory discipline.
+TEST_CASE("gradcomp-bench --hosts --coll reducescatter: hierarchical shards are right and send "
+          "less between hosts", "[bench][mp][hierarchy][rs]") {
+  for (const std::vector<std::string>& algo :
+       {std::vector<std::string>{"--algo", "qsgd", "--bits", "4"},
+        std::vector<std::string>{"--algo", "oktopk", "--density", "0.01"}}) {
+    double inter[2] = {0, 0};
+    for (int h = 0; h < 2; ++h) {
+      std::vector<std::string> args = {"--ranks", "4", "--hosts", "2", "--coll", "reducescatter",
+                                       "--hierarchy", h ? "host" : "flat", "-b", "256K", "-e",
+                                       "256K", "-n", "3", "-w", "2", "-J", "rows.json"};
+      args.insert(args.end(), algo.begin(), algo.end());
+      const Result r = runBench(args, {}, 240);
+      INFO(algo[1] << " " << (h ? "host" : "flat") << "\nstdout: " << r.out << "\nstderr: "
+                   << r.err);
+      REQUIRE(r.exitCode == 0);
+      const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/rows.json"));
+      REQUIRE(rows.size() == 1);
+      CHECK(rows[0].at("coll") == "reducescatter");
+      CHECK(rows[0].at("hierarchy") == (h ? "host" : "flat"));
+      CHECK(num(rows[0], "wrong") == 0);
+      inter[h] = num(rows[0], "inter_host_bytes_mean");
+    }
+    INFO(algo[1] << ": inter-host bytes flat " << inter[0] << ", hierarchical " << inter[1]);
+    CHECK(inter[1] > 0);
+    CHECK(inter[1] <= 0.75 * inter[0]);
+  }
+  const Result r = runBench({"--ranks", "4", "--hosts", "2", "--coll", "reducescatter",
+                             "--backend", "cpu-device", "-d", "half", "-o", "avg", "--algo", "qsgd",
+                             "-b", "8K", "-e", "128K", "-f", "16", "-n", "2", "-w", "1", "-J",
+                             "rows.json"},
+                            {}, 240);
+  INFO("cpu-device half avg\nstdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  for (const JsonRow& row : parseRows(readFile(scratch() + "/rows.json"))) {
+    CHECK(row.at("hierarchy") == "host");
+    CHECK(num(row, "wrong") == 0);
+  }
+}
+
 TEST_CASE("gradcomp-bench without --hosts: one host and no inter-host bytes, and --hosts must divide "
           "--ranks", "[bench][mp][hierarchy]") {
   const Result r = runBench({"--ranks", "2", "--algo", "qsgd", "-b", "4K", "-e", "4K", "-n", "1",

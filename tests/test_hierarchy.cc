@@ -27,6 +27,11 @@ struct Run {
   int calls = 4;
   RedOp op = RedOp::Sum;
   bool interleaved = false;  // rank r on host r % hosts (else consecutive blocks)
+  Collective coll = Collective::AllReduce;
+  // Reduce-scatter: count is the whole input (recvcount x P).
+  size_t outCount() const {
+    return coll == Collective::ReduceScatter ? count / size_t(hosts * perHost) : count;
+  }
 };
 
 std::vector<std::vector<int>> hostRanksOf(const Run& run) {
@@ -72,15 +77,16 @@ Outcome runJob(const Run& run, bool hierarchical) {
       Status s = ErrorFeedbackStore::create(cfg, &ef);
       for (int c = 0; c < run.calls && s.ok(); ++c) {
         auto& out = o.out[size_t(c)][size_t(r)];
-        out.assign(run.count, 0.0f);
+        out.assign(run.outCount(), 0.0f);
         Context ctx{*nets[size_t(r)], device::cpuBackend(), cfg, uint64_t(c), ef.get()};
         AllreduceArgs a;
         a.sendBuf = o.in[size_t(c * P + r)].data();
         a.recvBuf = out.data();
         a.count = run.count;
         a.op = run.op;
+        a.coll = run.coll;
         a.bufferKey = 11;
-        s = alg->allreduce(ctx, a);
+        s = runCollective(*alg, ctx, a);
         if (s.ok()) s = device::cpuBackend().sync();
       }
       for (int p = 0; p < P; ++p)
@@ -115,8 +121,19 @@ uint64_t wrongAgainstReference(const Run& run, const Outcome& o) {
     AllreduceArgs a;
     a.count = run.count;
     a.op = run.op;
+    a.coll = run.coll;
     a.bufferKey = 11;
     REQUIRE(ref->expect(inputs, a, &e, &tol).ok());
+    if (run.coll == Collective::ReduceScatter) {  // rank r: its slice of the expectation
+      const size_t rc = run.outCount();
+      for (int r = 0; r < P; ++r)
+        for (size_t i = 0; i < rc; ++i) {
+          const double out = o.out[size_t(c)][size_t(r)][i], want = e[size_t(r) * rc + i];
+          wrong += (out == double(float(want)) || std::fabs(out - want) <= tol[size_t(r) * rc + i])
+                       ? 0 : 1;
+        }
+      continue;
+    }
     for (int r = 0; r < P; ++r) {
       INFO("call " << c << " rank " << r);
       REQUIRE(o.out[size_t(c)][size_t(r)] == o.out[size_t(c)][0]);
@@ -176,4 +193,47 @@ TEST_CASE("hierarchy: compressed traffic between hosts drops to about 1/L of fla
   // Dense: the hierarchy sends the reduced shard once per rail.
   const Run dense{"dense", {}, 2, 4, 20000, 1};
   CHECK(runJob(dense, true).interHostBytes < runJob(dense, false).interHostBytes);
+}
+
+// Reduce-scatter (hierarchical.h): every rank's shard matches the
+// hierarchical reference (host sums of the rails' portions bit for bit, then
+// the algorithm's reduce-scatter reference per rail), with consecutive and
+// interleaved host layouts, sum and avg, and error feedback across calls.
+TEST_CASE("hierarchy: reduce-scatter of every form matches the hierarchical reference",
+          "[hierarchy][rs]") {
+  const Collective rs = Collective::ReduceScatter;
+  const std::vector<Run> runs = {
+      {"dense", {}, 2, 2, 4 * 1025, 3, RedOp::Sum, false, rs},
+      {"dense", {}, 3, 2, 6 * 167, 2, RedOp::Avg, true, rs},
+      {"qsgd", {{"BITS", "4"}}, 2, 2, 4 * 1025, 4, RedOp::Sum, false, rs},
+      {"qsgd", {{"BITS", "8"}}, 2, 4, 8 * 375, 3, RedOp::Avg, true, rs},
+      {"rbf", {}, 2, 2, 4 * 700, 2, RedOp::Sum, false, rs},
+      {"oktopk", {{"DENSITY", "0.02"}, {"TOPK_TAU_PRIME", "2"}}, 2, 2, 4 * 1025, 5, RedOp::Sum,
+       false, rs},
+      {"cltk", {{"DENSITY", "0.05"}}, 3, 2, 6 * 333, 3, RedOp::Avg, true, rs},
+      {"sign", {{"SIGN_BLOCK", "96"}}, 2, 2, 4 * 500, 3, RedOp::Sum, false, rs},
+      {"qsgd", {{"BITS", "4"}}, 1, 4, 4 * 250, 2, RedOp::Sum, false, rs},  // one host
+      {"dense", {}, 4, 1, 4 * 129, 2, RedOp::Sum, false, rs},             // one rank per host
+      {"qsgd", {{"BITS", "4"}}, 2, 2, 0, 2, RedOp::Sum, false, rs},        // count 0
+  };
+  for (const Run& run : runs) {
+    INFO(run.algo << " " << run.hosts << "x" << run.perHost << " count " << run.count
+                  << (run.op == RedOp::Avg ? " avg" : " sum")
+                  << (run.interleaved ? " interleaved" : ""));
+    CHECK(wrongAgainstReference(run, runJob(run, true)) == 0);
+  }
+}
+
+TEST_CASE("hierarchy: a reduce-scatter sends about 1/L of flat's compressed bytes between hosts",
+          "[hierarchy][rs]") {
+  for (const char* algo : {"qsgd", "oktopk"}) {
+    Run run{algo, {{"BITS", "4"}}, 2, 4, 8 * 2500, 3, RedOp::Sum, false,
+            Collective::ReduceScatter};
+    if (std::string(algo) == "oktopk") run.params = {{"DENSITY", "0.01"}};
+    const double flat = runJob(run, false).interHostBytes;
+    const double hier = runJob(run, true).interHostBytes;
+    INFO(algo << ": inter-host bytes flat " << flat << ", hierarchical " << hier);
+    CHECK(hier > 0);
+    CHECK(hier <= 1.5 / 4 * flat);
+  }
 }

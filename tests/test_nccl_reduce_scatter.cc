@@ -171,3 +171,50 @@ TEST_CASE("reduce-scatter: a bad GRADCOMP_RS_ALGO is named; strict fails the ini
     REQUIRE(gradcomp::test::allSucceeded(exits));
   }
 }
+
+// Faked hosts with interleaved ranks ({0, 2} and {1, 3}): the interposer's
+// reduce-scatter runs the hierarchical schedule (dense portions inside each
+// host, the algorithm's reduce-scatter across hosts) and every rank still
+// gets NCCL's shard, exact for these integer inputs, out of place and in place.
+TEST_CASE("reduce-scatter: faked hosts run the hierarchical schedule with NCCL's shards",
+          "[mp][nccl][hierarchy]") {
+  Job job;
+  const std::string logs = job.dir + "/log.rank";
+  static constexpr int kP = 4;
+  auto exits = gradcomp::test::runRanks(kP, [&](int rank) {
+    setenv("GRADCOMP_HOSTID", rank % 2 ? "hostB" : "hostA", 1);
+    const std::string log = logs + std::to_string(rank);
+    CHILD_CHECK(freopen(log.c_str(), "w", stderr) != nullptr);
+    Api a = gradcomp::test::loadNcclApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, kP, job.id, rank) == ncclSuccess);
+    const size_t n = kRecv * kP;
+    auto sum = [](size_t g) {
+      float s = 0;
+      for (int r = 0; r < kP; ++r) s += inputOf(r, g);
+      return s;
+    };
+    std::vector<float> send(n), recv(kRecv, -1.0f);
+    for (size_t i = 0; i < n; ++i) send[i] = inputOf(rank, i);
+    const int before = a.count("ncclReduceScatter");
+    CHILD_CHECK(a.reduceScatter(send.data(), recv.data(), kRecv, ncclFloat32, ncclSum, comm,
+                                nullptr) == ncclSuccess);
+    for (size_t i = 0; i < kRecv; i += 89) CHILD_CHECK(recv[i] == sum(size_t(rank) * kRecv + i));
+    CHILD_CHECK(recv[kRecv - 1] == sum(size_t(rank + 1) * kRecv - 1));
+    CHILD_CHECK(a.reduceScatter(send.data(), send.data() + size_t(rank) * kRecv, kRecv,
+                                ncclFloat32, ncclAvg, comm, nullptr) == ncclSuccess);
+    for (size_t i = 0; i < kRecv; i += 103) {
+      const size_t g = size_t(rank) * kRecv + i;
+      CHILD_CHECK(send[g] == float(double(sum(g)) / kP));
+    }
+    CHILD_CHECK(a.count("ncclReduceScatter") == before);  // compressed path, not NCCL's
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    fflush(stderr);
+    const std::string err = gradcomp::test::readWholeFile(log);
+    CHILD_CHECK(has(err, "local rank " + std::to_string(rank / 2) + " of 2, schedule host"));
+    return 0;
+  }, job.env({{"GRADCOMP_ALGO", "dense"}, {"GRADCOMP_DEBUG", "INFO"},
+              {"GRADCOMP_DEBUG_SUBSYS", "INIT"}}));
+  INFO("rank 0 stderr: " << gradcomp::test::readWholeFile(logs + "0"));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+}

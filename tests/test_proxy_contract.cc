@@ -173,6 +173,32 @@ TEST_CASE("proxy contract: every algorithm, first and later calls, growing sizes
       }
 }
 
+// The hierarchical reduce-scatter of every form, as the CUDA executor runs
+// it (strict cpu-device, parked): its portion and staging buffers come from
+// the reservation, first call and later, in place on odd calls.
+TEST_CASE("proxy contract: hierarchical reduce-scatters (2 hosts)", "[proxy-contract][rs]") {
+  for (const char* algo : {"dense", "qsgd", "rbf", "oktopk", "cltk", "sign"}) {
+    testing::AlgoRun run;
+    run.algo = algo;
+    run.ranks = 4;
+    run.hosts = {{0, 2}, {1, 3}};
+    run.coll = algo::Collective::ReduceScatter;
+    run.counts = {4 * 1250, 4 * 17501, 4 * 1250};
+    run.calls = 4;
+    run.throughBudget = true;
+    std::vector<std::vector<std::vector<uint8_t>>> out;
+    std::vector<Status> st;
+    std::vector<std::unique_ptr<Backend>> backends;
+    for (int r = 0; r < 4; ++r) backends.push_back(device::makeCpuDeviceBackend());
+    testing::runRanks(run, [&](int r) -> Backend& { return *backends[r]; }, &out, &st);
+    for (int r = 0; r < 4; ++r) {
+      INFO(algo << " hierarchical reduce-scatter rank " << r << ": " << st[r].toString());
+      CHECK(st[r].ok());
+      CHECK(out[r].size() == size_t(run.calls));
+    }
+  }
+}
+
 TEST_CASE("proxy contract: hierarchical schedules (2 hosts) and fft at other chunk sizes",
           "[proxy-contract]") {
   for (const char* algo : {"dense", "oktopk", "qsgd", "fft", "sign"}) {

@@ -1,5 +1,6 @@
 // The hierarchical schedule (hierarchical.h): host reduce-scatter, inner
-// algorithm on the rail, host allgather.
+// algorithm on the rail, host allgather; for a reduce-scatter, host
+// reduce-scatter of the rails' portions, then the inner reduce-scatter.
 //
 // Host exchanges are direct (every local rank sends each other one its
 // shard): L-1 messages per rank and phase, the same bytes as a ring, and a
@@ -22,6 +23,7 @@ namespace {
 // Steps far above any schedule's (tags pass through the views unchanged).
 constexpr uint64_t kStepReduceScatter = 0xFFF00;
 constexpr uint64_t kStepAllgather = 0xFFF01;
+constexpr uint64_t kStepPortions = 0xFFF02;
 
 class Hierarchical final : public Algorithm {
  public:
@@ -54,14 +56,48 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
 
-  // The inner algorithm prepares for this rank's shard (found from the host
-  // groups, not the views allreduce() binds: this runs beside it).
+  bool hasReduceScatter() const override { return inner_->hasReduceScatter(); }
+  // hierarchical.h: host reduce-scatter of the portions, then the inner
+  // reduce-scatter of this rank's portion over its rail.
+  Status reduceScatter(Context& ctx, const AllreduceArgs& a) override {
+    GC_REQUIRE(hasReduceScatter(), Err::Unsupported, "hierarchy: the inner algorithm has no "
+               "reduce-scatter form");
+    GC_CHECK(checkReduceScatterArgs(a, ctx.net.size(), ctx.net.rank()));
+    GC_CHECK(bind(ctx.net));
+    if (a.count == 0) return Status::Ok();
+    const int l = host_->rank();
+    const size_t esz = dtypeSize(a.dtype), rc = recvCountOf(a, ctx.net.size());
+    const size_t portion = size_t(rail_->size()) * rc;
+    stage_.bind(ctx.dev);
+    portion_.bind(ctx.dev).resize(portion * esz);
+    GC_CHECK(reducePortions(ctx, a, rc, portion_.data()));
+
+    AllreduceArgs in;
+    in.sendBuf = portion_.data();
+    in.recvBuf = a.recvBuf;
+    in.count = portion;
+    in.dtype = a.dtype;
+    in.op = RedOp::Sum;
+    in.coll = Collective::ReduceScatter;
+    in.bufferKey = shardKey(a.bufferKey, l);
+    in.localKey = shardKey(residualKey(a), l);
+    Context railCtx{*rail_, ctx.dev, ctx.config, ctx.callSeq, ctx.errorFeedback};
+    GC_CHECK(inner_->reduceScatter(railCtx, in));
+    if (a.op == RedOp::Avg && rc) GC_CHECK(ctx.dev.divide(a.recvBuf, rc, a.dtype, ctx.net.size()));
+    return Status::Ok();
+  }
+
+  // The inner algorithm prepares for this rank's shard or portion (found
+  // from the host groups, not the views the calls bind: this runs beside
+  // them).
   Status prepare(Context& ctx, const AllreduceArgs& a) override {
     for (const std::vector<int>& host : hostRanks_)
       for (size_t l = 0; l < host.size(); ++l) {
         if (host[l] != ctx.net.rank()) continue;
         AllreduceArgs in = a;
-        in.count = dense::chunkOf(a.count, int(host.size()), int(l)).size;
+        in.count = a.coll == Collective::ReduceScatter
+                       ? a.count / host.size()
+                       : dense::chunkOf(a.count, int(host.size()), int(l)).size;
         in.op = RedOp::Sum;
         return inner_->prepare(ctx, in);
       }
@@ -124,6 +160,41 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
 
+  // dst (device, H recvcounts) = this rank's portion summed over its host:
+  // slot h holds shard hostRanks_[h][l]; x_l first, then the other local
+  // ranks ascending (the allreduce's order). Peers' portions travel through
+  // host staging as in reduceScatter().
+  Status reducePortions(Context& ctx, const AllreduceArgs& a, size_t rc, char* dst) {
+    const int L = host_->size(), l = host_->rank(), H = rail_->size();
+    const size_t esz = dtypeSize(a.dtype), shardBytes = rc * esz, portionBytes = H * shardBytes;
+    const char* in = static_cast<const char*>(a.sendBuf);
+    auto shard = [&](int h, int j) {
+      return in + size_t(hostRanks_[size_t(h)][size_t(j)]) * shardBytes;
+    };
+    for (int h = 0; h < H; ++h)
+      GC_CHECK(ctx.dev.copy(dst + h * shardBytes, shard(h, l), shardBytes));
+    if (L == 1) return Status::Ok();
+    if (stage_.send.size() < L * portionBytes) stage_.send.resize(L * portionBytes);
+    if (stage_.recv.size() < L * portionBytes) stage_.recv.resize(L * portionBytes);
+    for (int j = 0; j < L; ++j)
+      for (int h = 0; h < H && j != l; ++h)
+        GC_CHECK(ctx.dev.copy(stage_.send.data() + j * portionBytes + h * shardBytes, shard(h, j),
+                              shardBytes));
+    GC_CHECK(ctx.dev.sync());
+    const uint64_t tag = transport::makeTag(ctx.callSeq, kStepPortions);
+    dense::Requests reqs(*host_);
+    for (int j = 0; j < L; ++j) {
+      if (j == l) continue;
+      GC_CHECK(reqs.irecv(j, tag, stage_.recv.data() + j * portionBytes, portionBytes));
+      GC_CHECK(reqs.isend(j, tag, stage_.send.data() + j * portionBytes, portionBytes));
+    }
+    GC_CHECK(reqs.waitAll());
+    for (int j = 0; j < L; ++j)
+      if (j != l)
+        GC_CHECK(ctx.dev.add(dst, dst, stage_.recv.data() + j * portionBytes, H * rc, a.dtype));
+    return Status::Ok();
+  }
+
   Status allgather(Context& ctx, char* buf, size_t count, DataType t) {
     const int L = host_->size(), l = host_->rank();
     if (L == 1 || count == 0) return Status::Ok();
@@ -156,6 +227,7 @@ class Hierarchical final : public Algorithm {
   transport::Transport* parent_ = nullptr;
   std::unique_ptr<transport::Transport> host_, rail_;
   dense::Staging stage_;
+  device::DeviceArray<char> portion_;  // reduce-scatter: this rank's portion, host-summed
 };
 
 }  // namespace

@@ -17,6 +17,18 @@
 // the shape key then uses the shard's count, equal on the whole rail), its
 // localKey shardKey(residualKey(args), l): error feedback is per rank on its
 // shard and never shares a residual with a flat run of the same tensor.
+//
+// Reduce-scatter (NCCL's layout, algorithm.h; inner algorithms with a
+// reduce-scatter form): rank g = hostRanks[h][l] must end with shard g of
+// the sum. Local rank l's portion is the H shards of its rail's ranks,
+// hostRanks[0][l], ..., hostRanks[H-1][l], packed in host order:
+//   1. dense reduce-scatter of the portions among the host's ranks (direct,
+//      the same summation order as above: x_l first, then ascending);
+//   2. the inner reduce-scatter of the portion (H recvcounts) over rail l,
+//      op Sum: rail rank h receives slot h, the shard of hostRanks[h][l];
+//   Avg divides by P at the end. Only the portions' compressed codes cross
+// hosts: a rank sends (L-1)/L of the tensor dense inside its host and the
+// inner schedule's share of count / L across hosts.
 #pragma once
 
 #include <memory>
@@ -43,7 +55,9 @@ std::unique_ptr<Algorithm> makeHierarchical(std::unique_ptr<Algorithm> inner,
 // The reference of the hierarchical form: host sums in the schedule's order
 // (bit-exact), then `info`'s reference across hosts on each shard (one
 // reference object per rail, so stateful references follow each rail), Avg
-// divided by P. nullptr when `info` has no reference.
+// divided by P; a reduce-scatter (args.coll) through `info`'s reduce-scatter
+// reference on each portion, the whole tensor's values as flat references
+// give them. nullptr when `info` has no reference.
 std::unique_ptr<Reference> makeHierarchicalReference(const AlgorithmInfo& info,
                                                      std::vector<std::vector<int>> hostRanks);
 

@@ -168,13 +168,11 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
   GC_REQUIRE(cfg.info, Err::Internal, "%s: algorithm 'dense' is not registered", fn);
   GC_REQUIRE(!rs || cfg.info->reduceScatterReference, Err::Unsupported,
              "gcReduceScatter: algorithm '%s' has no reduce-scatter form", cfg.info->name.c_str());
-  // A reduce-scatter runs its own instance, flat over all ranks (the
-  // hierarchical schedule has no reduce-scatter form).
+  // A reduce-scatter runs its own instance (its residuals are the whole
+  // input's), hierarchical like the allreduce's where the topology is.
   std::unique_ptr<algo::Algorithm>& instance =
       comm->algorithms[rs ? cfg.info->name + "/reducescatter" : cfg.info->name];
-  if (!instance && rs) {
-    instance = cfg.info->create();
-  } else if (!instance) {
+  if (!instance) {
     instance = cfg.info->create();
     if (comm->topology.hierarchical && algo::hierarchy::supportsHierarchy(*cfg.info))
       instance = algo::hierarchy::makeHierarchical(std::move(instance), comm->topology.hostRanks);

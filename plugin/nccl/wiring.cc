@@ -218,7 +218,10 @@ Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
              "reduce-scatter runtime for rule %d: no algorithm (%s)", rule, verdictName(why));
   GC_CHECK(algorithmOverrides(policy, rule, &rt.config));
   rt.algorithm = info->create();
-  if (state.topology.hierarchical)
+  if (state.topology.hierarchical && algo::hierarchy::supportsHierarchy(*info))
+    rt.algorithm =
+        algo::hierarchy::makeHierarchical(std::move(rt.algorithm), state.topology.hostRanks);
+  else if (state.topology.hierarchical)
     GC_INFO(ALGO, "reduce-scatter by %s runs flat over all ranks", info->name.c_str());
   *out = &state.rsRuntimes.emplace(rule, std::move(rt)).first->second;
   return Status::Ok();

@@ -24,8 +24,9 @@ Status wireCommunicator(const Policy& policy, CommState& state);
 Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime** out);
 
 // ncclReduceScatter's algorithm instance for `rule` (reduceScatterAlgo;
-// the caller checked decide() compresses), created on first use. It runs
-// flat over all ranks: the hierarchical schedule has no reduce-scatter form.
+// the caller checked decide() compresses), created on first use; under a
+// hierarchical topology it runs the hierarchical reduce-scatter
+// (algorithms/hierarchy/hierarchical.h), like the allreduce.
 Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
                                RuleRuntime** out);
 

@@ -32,10 +32,13 @@ Status roundTo(DataType type, double* values, size_t n) {
 Checker::Checker(const algo::AlgorithmInfo& info, int nranks,
                  std::vector<std::vector<int>> hostRanks, algo::Collective coll)
     : nranks_(nranks) {
-  if (coll == algo::Collective::ReduceScatter) {
-    if (info.reduceScatterReference) reference_ = info.reduceScatterReference(nranks);
-  } else if (!hostRanks.empty())
+  if (coll == algo::Collective::ReduceScatter && !info.reduceScatterReference) {
+    // no reference: #wrong is N/A
+  } else if (!hostRanks.empty()) {  // either collective (args.coll tells the reference)
     reference_ = algo::hierarchy::makeHierarchicalReference(info, std::move(hostRanks));
+  } else if (coll == algo::Collective::ReduceScatter) {
+    reference_ = info.reduceScatterReference(nranks);
+  }
   else if (info.reference)
     reference_ = info.reference(nranks);
 }

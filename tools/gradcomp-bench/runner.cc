@@ -272,9 +272,9 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   const int rank = gcCommRank(comm.c), nranks = gcCommSize(comm.c);
   gcTopology_t topo{};
   GC_CHECK(api(gcCommGetTopology(comm.c, &topo)));
-  // A reduce-scatter runs flat (the hierarchical schedule has no such form).
-  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info) &&
-                            o.coll == algo::Collective::AllReduce;
+  // The communicator's choice (api.cc): hierarchical where the topology and
+  // the algorithm allow it, for either collective.
+  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
   std::vector<std::vector<int>> hostRanks;
   if (hierarchical) {
     hostRanks.resize(size_t(topo.hosts));

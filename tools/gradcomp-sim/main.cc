@@ -270,7 +270,7 @@ Status parseFlags(int argc, char** argv, Flags* f) {
              "--gbps: a list of rates needs --gpu-model");
   if (f->job.coll == algo::Collective::ReduceScatter) {
     GC_REQUIRE(f->hierarchies == std::vector<std::string>{"flat"}, Err::InvalidArgument,
-               "--coll reducescatter runs flat: the hierarchical schedule has no such form");
+               "--coll reducescatter: the simulator prices reduce-scatters flat only");
     for (const std::string& a : f->algos)
       GC_REQUIRE(algo::findAlgorithm(a)->reduceScatterReference, Err::InvalidArgument,
                  "--coll reducescatter: %s has no reduce-scatter form", a.c_str());
