@@ -90,6 +90,10 @@ class Backend {
   // True when host code may read device memory (the CPU reference only: its
   // references and tests inspect results in place). Algorithms never ask.
   virtual bool hostAccessible() const { return false; }
+  // True when every primitive completes inside its call on the calling
+  // thread (the CPU reference): sync() waits for nothing, and a schedule may
+  // sync as often as it likes to interleave its host work with transfers.
+  virtual bool synchronous() const { return false; }
 
   // ---- The proxy contract (docs/design.md, "Who may call what, and when") ----
   // While a caller's stream is parked on a call, the threads running it make

@@ -156,15 +156,19 @@ class Posted {
 };
 
 // Phase-1 payloads of a codec with a sliceAlign go out in slices of about
-// this many elements (1 MiB of fp32 input), each a message of its own, and
-// every rank drives the transport between slices: payloads then travel
-// while the next slice encodes instead of after the last one (P = 4, 64 MiB
-// qsgd reduce-scatter at 1 Gbit/s: docs/results/reduce_scatter.md). Slices
-// are cut from the chunk's start, so the codes are those of the whole chunk.
+// this many elements (1 MiB of fp32 input), each a message of its own (the
+// same on every rank: a function of count, P and the codec). Where encoding
+// is host work (Backend::synchronous: the CPU reference) each slice is sent
+// as soon as it is encoded and the transport is driven between slices, so
+// payloads travel while the next slice encodes instead of after the last
+// one (P = 4, 64 MiB qsgd reduce-scatter at 1 Gbit/s: results/
+// reduce_scatter.md). Elsewhere (a GPU encodes at HBM speed) the slices of
+// kSendGroups groups of peers are encoded, synced once and sent: host syncs
+// stay O(rounds), not O(n). Slices are cut from the chunk's start, so the
+// codes are those of the whole chunk.
 constexpr size_t kSliceElements = size_t(1) << 18;
-// Smaller pieces are grouped up to this many elements per sync and send
-// (many peers with small chunks: one sync for several of them).
-constexpr size_t kGroupElements = kSliceElements;
+// Peers get their phase-1 payloads in this many groups on a device backend.
+constexpr int kSendGroups = 4;
 
 // A chunk's phase-1 slices: [begin, begin + size) relative to the chunk and
 // where each payload starts in the chunk's payload buffer.
@@ -215,22 +219,22 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
       GC_CHECK(p1->recv(j, tag, recvBuf[j].data() + q.offset, q.bytes, &slot[j].back()));
     }
   }
-  // Encode, sync and send in groups of about kGroupElements, driving the
-  // transport after each.
+  // Encode, sync and send: slice by slice where encoding is host work (the
+  // transport driven after each), else in kSendGroups groups of peers.
   struct Unit {
     int peer;
     Slice q;
   };
   std::vector<Unit> group;
-  size_t grouped = 0;
   auto flush = [&]() -> Status {
     GC_CHECK(dev.sync());
     for (const Unit& u : group)
       GC_CHECK(p1->send(u.peer, tag, sendBuf[u.peer].data() + u.q.offset, u.q.bytes));
     group.clear();
-    grouped = 0;
-    return p1->progress();
+    // Host encoding: let what was posted travel while the next slice encodes.
+    return dev.synchronous() ? p1->progress() : Status::Ok();
   };
+  const int peersPerGroup = std::max(1, (P - 1 + kSendGroups - 1) / kSendGroups);
   for (int s = 1; s < P; ++s) {
     const int j = (r + s) % P;
     const ChunkRange c = ranges[size_t(j)];
@@ -240,11 +244,10 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
       GC_CHECK(codec.encode(dev, acc + at, q.size, at, stream, sendBuf[j].data() + q.offset,
                             residual ? residual + at : nullptr));
       group.push_back({j, q});
-      grouped += q.size;
-      if (grouped >= kGroupElements) GC_CHECK(flush());
+      if (dev.synchronous()) GC_CHECK(flush());
     }
+    if (s % peersPerGroup == 0 || s == P - 1) GC_CHECK(flush());
   }
-  if (!group.empty()) GC_CHECK(flush());
 
   // The owner's sum in rank order, its own chunk exact, slice by slice: a
   // slice of the sum stays in cache through its P additions (one pass over

@@ -118,6 +118,7 @@ class CpuBackend final : public Backend {
     return cpu::accumulate(acc, in, inType, n, add, countThreshold, stats);
   }
   bool compactsInAccumulate() const override { return true; }
+  bool synchronous() const override { return true; }
   Status accumulateCompact(float* acc, const void* in, DataType inType, size_t n, bool add,
                            float countThreshold, uint64_t* idx, float* val, size_t capacity,
                            AccumulateStats* stats, size_t* compacted) override {
