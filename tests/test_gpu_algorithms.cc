@@ -75,3 +75,44 @@ TEST_CASE("gpu algorithms: reduce-scatter forms on CUDA match the CPU reference"
     }
   }
 }
+
+// Session 11's reduce-scatter paths on CUDA: the hierarchical schedule (two
+// faked hosts, interleaved ranks) and qsgd shards of several phase-1 slices
+// (2^18 elements each: the CPU reference sends slice by slice, the CUDA
+// backend in groups of peers, the same messages), bit for bit the CPU's.
+TEST_CASE("gpu algorithms: hierarchical and sliced reduce-scatters match the CPU", "[gpu]") {
+  struct Case {
+    const char* algo;
+    std::vector<std::pair<const char*, const char*>> params;
+    int ranks;
+    size_t recvCount;
+    std::vector<std::vector<int>> hosts;
+  };
+  const std::vector<Case> cases = {
+      {"qsgd", {{"BITS", "4"}}, 4, (size_t(1) << 14) + 3, {{0, 2}, {1, 3}}},
+      {"oktopk", {{"DENSITY", "0.01"}}, 4, (size_t(1) << 14) + 3, {{0, 2}, {1, 3}}},
+      {"dense", {}, 4, (size_t(1) << 14) + 3, {{0, 2}, {1, 3}}},
+      {"qsgd", {{"BITS", "4"}}, 3, 600001, {}},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.algo << " P=" << c.ranks << (c.hosts.empty() ? " flat" : " 2 hosts")) {
+      testing::AlgoRun run;
+      run.algo = c.algo;
+      run.coll = algo::Collective::ReduceScatter;
+      run.ranks = c.ranks;
+      run.count = size_t(c.ranks) * c.recvCount;
+      run.calls = 3;
+      run.hosts = c.hosts;
+      run.throughBudget = true;
+      for (const auto& [name, value] : c.params) REQUIRE(run.config.set(name, value, "test").ok());
+      std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
+      std::vector<Status> cpuSt, gpuSt;
+      testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
+                        &cpuSt);
+      std::vector<std::unique_ptr<device::CudaBackend>> devs(run.ranks);
+      for (auto& d : devs) REQUIRE(device::CudaBackend::create(0, &d).ok());
+      testing::runRanks(run, [&](int r) -> device::Backend& { return *devs[r]; }, &gpu, &gpuSt);
+      testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
+    }
+  }
+}
