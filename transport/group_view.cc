@@ -30,6 +30,7 @@ class GroupView final : public Transport {
     return parent_.irecv(members_[size_t(peer)], tag, buf, capacity, out);
   }
   Status test(Handle h, bool* done, size_t* bytes) override { return parent_.test(h, done, bytes); }
+  void progress() override { parent_.progress(); }
   Status waitAll(const Handle* handles, size_t n, size_t* bytes) override {
     WaitClock clock(*this);
     return parent_.waitAll(handles, n, bytes);

@@ -78,6 +78,12 @@ class Transport {
   virtual Status waitAll(const Handle* handles, size_t n, size_t* bytes) = 0;
   // Abandon a pending operation and release its handle (error paths).
   virtual void cancel(Handle h) = 0;
+  // Drives the transport without blocking, for callers that compute between
+  // posting and waiting: UCX moves data, and answers rendezvous requests,
+  // only when progressed. Never fails (errors surface in the next wait).
+  // Transports that move data by themselves (threads, the simulator, whose
+  // virtual clock must not depend on when it is called) do nothing.
+  virtual void progress() {}
 
   virtual PeerCounters counters(int peer) const = 0;
   virtual void resetCounters() = 0;

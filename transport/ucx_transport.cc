@@ -19,6 +19,8 @@ namespace {
 
 using ucx::Op;
 
+constexpr int kProgressBurst = 64;  // ucp_worker_progress calls per progress()
+
 class UcxTransport final : public Transport {
  public:
   UcxTransport(int rank, int size, double timeoutS, int spinUs)
@@ -135,6 +137,13 @@ class UcxTransport final : public Transport {
       complete(it);
     }
     return Status::Ok();
+  }
+
+  // A bounded burst: each ucp_worker_progress handles a batch of events.
+  void progress() override {
+    if (!broken_.ok()) return;
+    for (int i = 0; i < kProgressBurst && ucp_worker_progress(worker_.get()) != 0; ++i) {
+    }
   }
 
   Status waitAll(const Handle* handles, size_t n, size_t* bytes) override {

@@ -109,25 +109,14 @@ class Posted {
     add(peer, SIZE_MAX);
     return net_.isend(peer, tag, data, bytes, &handles_.back());
   }
-  // Drives the transport once per pending transfer without blocking (UCX
-  // moves data, and answers rendezvous requests, only inside such calls);
-  // transfers found complete are settled for wait().
-  Status progress() {
-    for (size_t i = 0; i < handles_.size(); ++i) {
-      if (!handles_[i]) continue;
-      bool done = false;
-      const transport::Handle h = handles_[i];
-      handles_[i] = 0;  // test() releases it on completion and on error
-      GC_CHECK(net_.test(h, &done, &got_[i]));
-      if (!done) handles_[i] = h;
-    }
-    return Status::Ok();
-  }
+  // Lets the posted transfers move while the caller computes
+  // (Transport::progress).
+  void progress() { net_.progress(); }
   // Waits for one receive; it must be exactly its expected length.
   Status wait(size_t slot, const char* what) {
     const transport::Handle h = handles_[slot];
     handles_[slot] = 0;  // released by the wait, on success and on error
-    if (h) GC_CHECK(net_.wait(h, &got_[slot]));
+    GC_CHECK(net_.wait(h, &got_[slot]));
     GC_REQUIRE(got_[slot] == expect_[slot], Err::RemoteError,
                "%s: rank %d sent %zu bytes where %zu were expected (peers disagree on count, "
                "dtype or algorithm parameters?)",
@@ -232,7 +221,8 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
       GC_CHECK(p1->send(u.peer, tag, sendBuf[u.peer].data() + u.q.offset, u.q.bytes));
     group.clear();
     // Host encoding: let what was posted travel while the next slice encodes.
-    return dev.synchronous() ? p1->progress() : Status::Ok();
+    if (dev.synchronous()) p1->progress();
+    return Status::Ok();
   };
   const int peersPerGroup = std::max(1, (P - 1 + kSendGroups - 1) / kSendGroups);
   for (int s = 1; s < P; ++s) {

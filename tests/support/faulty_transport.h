@@ -48,6 +48,7 @@ class FaultyTransport : public transport::Transport {
   Status irecv(int peer, uint64_t tag, void* buf, size_t capacity,
                transport::Handle* out) override;
   Status test(transport::Handle h, bool* done, size_t* bytes) override;
+  void progress() override { inner_->progress(); }
   Status waitAll(const transport::Handle* handles, size_t n, size_t* bytes) override;
   void cancel(transport::Handle h) override;
   std::shared_ptr<transport::FailureMonitor> failureMonitor() const override {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Medians of the interleaved rounds (run.sh): ms per call and speed-up over dense."""
+"""Medians of the interleaved rounds (run.sh): ms per call and speed-up over dense.
+
+table.py [RATE=1gbit] [DIR=this folder]"""
 import glob, os, re, statistics, sys
-here = os.path.dirname(os.path.abspath(__file__))
 rate = sys.argv[1] if len(sys.argv) > 1 else "1gbit"
+here = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(__file__))
 times = {}
 for path in sorted(glob.glob(os.path.join(here, f"round*_{rate}_*.txt"))):
     name = re.match(rf"round\d+_{rate}_(.+)\.txt", os.path.basename(path)).group(1)
