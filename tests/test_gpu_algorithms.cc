@@ -21,6 +21,23 @@
 
 using namespace gradcomp;
 
+namespace {
+
+// `run` on the CPU reference and on one CUDA backend per rank: every rank's
+// every call bit for bit the same (testing::checkMatchesCpu).
+void requireCudaMatchesCpu(const testing::AlgoRun& run) {
+  std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
+  std::vector<Status> cpuSt, gpuSt;
+  testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
+                    &cpuSt);
+  std::vector<std::unique_ptr<device::CudaBackend>> devs(run.ranks);
+  for (auto& d : devs) REQUIRE(device::CudaBackend::create(0, &d).ok());
+  testing::runRanks(run, [&](int r) -> device::Backend& { return *devs[r]; }, &gpu, &gpuSt);
+  testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
+}
+
+}  // namespace
+
 TEST_CASE("gpu algorithms: CUDA backend matches the CPU reference", "[gpu]") {
   for (const algo::AlgorithmInfo* info : algo::listAlgorithms())
     for (const testing::Variant& v : testing::variantsOf(info->name)) {
@@ -33,15 +50,7 @@ TEST_CASE("gpu algorithms: CUDA backend matches the CPU reference", "[gpu]") {
         for (const auto& [name, value] : v.params)
           REQUIRE(run.config.set(name, value, "test").ok());
 
-        std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
-        std::vector<Status> cpuSt, gpuSt;
-        testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
-                          &cpuSt);
-        std::vector<std::unique_ptr<device::CudaBackend>> devs(run.ranks);
-        for (auto& d : devs) REQUIRE(device::CudaBackend::create(0, &d).ok());
-        testing::runRanks(run, [&](int r) -> device::Backend& { return *devs[r]; }, &gpu, &gpuSt);
-
-        testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
+        requireCudaMatchesCpu(run);
       }
     }
 }
@@ -63,14 +72,7 @@ TEST_CASE("gpu algorithms: reduce-scatter forms on CUDA match the CPU reference"
         run.throughBudget = true;
         for (const auto& [name, value] : v.params)
           REQUIRE(run.config.set(name, value, "test").ok());
-        std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
-        std::vector<Status> cpuSt, gpuSt;
-        testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
-                          &cpuSt);
-        std::vector<std::unique_ptr<device::CudaBackend>> devs(run.ranks);
-        for (auto& d : devs) REQUIRE(device::CudaBackend::create(0, &d).ok());
-        testing::runRanks(run, [&](int r) -> device::Backend& { return *devs[r]; }, &gpu, &gpuSt);
-        testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
+        requireCudaMatchesCpu(run);
       }
     }
   }
@@ -105,14 +107,7 @@ TEST_CASE("gpu algorithms: hierarchical and sliced reduce-scatters match the CPU
       run.hosts = c.hosts;
       run.throughBudget = true;
       for (const auto& [name, value] : c.params) REQUIRE(run.config.set(name, value, "test").ok());
-      std::vector<std::vector<std::vector<uint8_t>>> cpu, gpu;
-      std::vector<Status> cpuSt, gpuSt;
-      testing::runRanks(run, [](int) -> device::Backend& { return device::cpuBackend(); }, &cpu,
-                        &cpuSt);
-      std::vector<std::unique_ptr<device::CudaBackend>> devs(run.ranks);
-      for (auto& d : devs) REQUIRE(device::CudaBackend::create(0, &d).ok());
-      testing::runRanks(run, [&](int r) -> device::Backend& { return *devs[r]; }, &gpu, &gpuSt);
-      testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
+      requireCudaMatchesCpu(run);
     }
   }
 }

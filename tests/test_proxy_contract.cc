@@ -40,6 +40,21 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+// `run` strict on 4 cpu-device backends (as the CUDA executor runs it when
+// run.throughBudget): every rank finishes every call.
+void requireParkedRunsOk(const testing::AlgoRun& run, const std::string& label) {
+  std::vector<std::vector<std::vector<uint8_t>>> out;
+  std::vector<Status> st;
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int r = 0; r < run.ranks; ++r) backends.push_back(device::makeCpuDeviceBackend());
+  testing::runRanks(run, [&](int r) -> Backend& { return *backends[r]; }, &out, &st);
+  for (int r = 0; r < run.ranks; ++r) {
+    INFO(label << " rank " << r << ": " << st[r].toString());
+    CHECK(st[r].ok());
+    CHECK(out[r].size() == size_t(run.calls));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("slab heap: size classes round up by at most a quarter", "[proxy-contract]") {
@@ -186,16 +201,7 @@ TEST_CASE("proxy contract: hierarchical reduce-scatters (2 hosts)", "[proxy-cont
     run.counts = {4 * 1250, 4 * 17501, 4 * 1250};
     run.calls = 4;
     run.throughBudget = true;
-    std::vector<std::vector<std::vector<uint8_t>>> out;
-    std::vector<Status> st;
-    std::vector<std::unique_ptr<Backend>> backends;
-    for (int r = 0; r < 4; ++r) backends.push_back(device::makeCpuDeviceBackend());
-    testing::runRanks(run, [&](int r) -> Backend& { return *backends[r]; }, &out, &st);
-    for (int r = 0; r < 4; ++r) {
-      INFO(algo << " hierarchical reduce-scatter rank " << r << ": " << st[r].toString());
-      CHECK(st[r].ok());
-      CHECK(out[r].size() == size_t(run.calls));
-    }
+    requireParkedRunsOk(run, std::string(algo) + " hierarchical reduce-scatter");
   }
 }
 
@@ -210,14 +216,6 @@ TEST_CASE("proxy contract: hierarchical schedules (2 hosts) and fft at other chu
     run.calls = 4;
     run.throughBudget = true;
     if (std::string(algo) == "fft") REQUIRE(run.config.set("FFT_CHUNK", "1024", "test").ok());
-    std::vector<std::vector<std::vector<uint8_t>>> out;
-    std::vector<Status> st;
-    std::vector<std::unique_ptr<Backend>> backends;
-    for (int r = 0; r < 4; ++r) backends.push_back(device::makeCpuDeviceBackend());
-    testing::runRanks(run, [&](int r) -> Backend& { return *backends[r]; }, &out, &st);
-    for (int r = 0; r < 4; ++r) {
-      INFO(algo << " hierarchical rank " << r << ": " << st[r].toString());
-      CHECK(st[r].ok());
-    }
+    requireParkedRunsOk(run, std::string(algo) + " hierarchical");
   }
 }
