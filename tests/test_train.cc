@@ -106,9 +106,13 @@ TEST_CASE("gradcomp-train: 2 ranks on a subset learn (dense, gradient allreduce)
 TEST_CASE("gradcomp-train: auto on the MLP with seed 1 reaches dense's accuracy band",
           "[train][mp]") {
   // auto's trials compress some early buckets (error feedback, flushed when
-  // it returns to dense); the run must end where dense ends: on this subset
-  // dense reaches about 80.5% after 4 epochs and epoch-to-epoch test
-  // accuracy moves by about 1 point, so the band is +-3 points.
+  // it returns to dense); the run must end where dense ends. On this subset
+  // dense reaches about 80% after 4 epochs, but one epoch's test accuracy
+  // moves by 1-3 points from the next (auto seed 1, 16 runs on 2026-11-28:
+  // last epoch 0.775..0.821 against dense's 0.7975; a CI run ended 3.1
+  // points under dense). The mean of the last two epochs moved at most 2.2
+  // points from dense's in those runs, idle or under load: the band is +-3
+  // points on it.
   std::map<std::string, std::vector<std::map<std::string, double>>> runs;
   for (const char* algo : {"dense", "auto"}) {
     const std::string json = tempJson(algo);
@@ -124,9 +128,12 @@ TEST_CASE("gradcomp-train: auto on the MLP with seed 1 reaches dense's accuracy 
     std::remove(json.c_str());
     REQUIRE(runs[algo].size() == 4);
   }
-  const double dense = runs["dense"].back().at("test_acc");
-  const double chosen = runs["auto"].back().at("test_acc");
-  INFO("test_acc: dense " << dense << ", auto " << chosen);
+  const auto lastTwo = [](const std::vector<std::map<std::string, double>>& epochs) {
+    return (epochs[epochs.size() - 2].at("test_acc") + epochs.back().at("test_acc")) / 2;
+  };
+  const double dense = lastTwo(runs["dense"]);
+  const double chosen = lastTwo(runs["auto"]);
+  INFO("test_acc, mean of the last two epochs: dense " << dense << ", auto " << chosen);
   CHECK(dense > 0.60);
   CHECK(std::fabs(chosen - dense) <= 0.03);
   // Which candidates auto runs depends on measured times (machine load), and
