@@ -249,26 +249,31 @@ TEST_CASE("sim: two-level links and the hierarchical schedule", "[sim][hierarchy
   CHECK(clocks[2] == Approx(1e-3));
   CHECK(clocks[0] == Approx(2e-3));
 
-  // qsgd 4 bit on 4 hosts x 4 ranks, 1 Gbit/s between hosts: the
-  // hierarchical schedule sends about 1/4 of flat's bytes to other hosts and
-  // is faster; a hierarchical job needs hosts.
-  sim::SimJob job = smallJob("qsgd", 16, 1 << 16);
-  REQUIRE(job.config.set("BITS", "4", "test").ok());
-  job.model.betaSPerByte = 8e-9;
-  job.model.intraBetaSPerByte = 8.0 / 1600e9;
-  job.model.intraAlphaS = 2e-6;
-  job.ranksPerHost = 4;
-  sim::SimResult flat, host;
-  REQUIRE(sim::runSim(job, &flat).ok());
-  job.hierarchical = true;
-  REQUIRE(sim::runSim(job, &host).ok());
-  INFO("inter-host bytes flat " << flat.interHostMean << ", host " << host.interHostMean
-                                << "; time flat " << flat.timeS << ", host " << host.timeS);
-  CHECK(host.interHostMean > 0);
-  CHECK(host.interHostMean <= 0.3 * flat.interHostMean);
-  CHECK(host.timeS < flat.timeS);
-  job.ranksPerHost = 0;
-  CHECK(sim::runSim(job, &host).code() == Err::InvalidArgument);
+  // qsgd 4 bit on 4 hosts x 4 ranks, 1 Gbit/s between hosts, allreduce and
+  // reduce-scatter: the hierarchical schedule sends about 1/4 of flat's bytes
+  // to other hosts and is faster; a hierarchical job needs hosts.
+  for (const algo::Collective coll : {algo::Collective::AllReduce,
+                                      algo::Collective::ReduceScatter}) {
+    sim::SimJob job = smallJob("qsgd", 16, 1 << 16);
+    job.coll = coll;
+    REQUIRE(job.config.set("BITS", "4", "test").ok());
+    job.model.betaSPerByte = 8e-9;
+    job.model.intraBetaSPerByte = 8.0 / 1600e9;
+    job.model.intraAlphaS = 2e-6;
+    job.ranksPerHost = 4;
+    sim::SimResult flat, host;
+    REQUIRE(sim::runSim(job, &flat).ok());
+    job.hierarchical = true;
+    REQUIRE(sim::runSim(job, &host).ok());
+    INFO((coll == algo::Collective::ReduceScatter ? "reduce-scatter" : "allreduce")
+         << ": inter-host bytes flat " << flat.interHostMean << ", host " << host.interHostMean
+         << "; time flat " << flat.timeS << ", host " << host.timeS);
+    CHECK(host.interHostMean > 0);
+    CHECK(host.interHostMean <= 0.3 * flat.interHostMean);
+    CHECK(host.timeS < flat.timeS);
+    job.ranksPerHost = 0;
+    CHECK(sim::runSim(job, &host).code() == Err::InvalidArgument);
+  }
 }
 
 TEST_CASE("sim: reduce-scatter forms move the in-process transport's bytes; compressed ones "

@@ -97,7 +97,8 @@ const char* kUsage =
     "element counts are printed beside each candidate's simulated time (use a\n"
     "--compute-scale > 0 so compute counts).\n"
     "--coll reducescatter: each algorithm's reduce-scatter form (NCCL's layout; the\n"
-    "count, rounded down to a multiple of the ranks, is the whole input; flat only;\n"
+    "count, rounded down to a multiple of the ranks, is the whole input; --hierarchy\n"
+    "host too: dense inside hosts on portions, the form across hosts on each rail;\n"
     "table_hi is the allreduce's bound, so 0 here).\n"
     "-h, --help: this help.\n"
     "\n"
@@ -269,8 +270,6 @@ Status parseFlags(int argc, char** argv, Flags* f) {
   GC_REQUIRE(f->gpu || f->gbps.size() == 1, Err::InvalidArgument,
              "--gbps: a list of rates needs --gpu-model");
   if (f->job.coll == algo::Collective::ReduceScatter) {
-    GC_REQUIRE(f->hierarchies == std::vector<std::string>{"flat"}, Err::InvalidArgument,
-               "--coll reducescatter: the simulator prices reduce-scatters flat only");
     for (const std::string& a : f->algos)
       GC_REQUIRE(algo::findAlgorithm(a)->reduceScatterReference, Err::InvalidArgument,
                  "--coll reducescatter: %s has no reduce-scatter form", a.c_str());
