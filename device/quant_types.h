@@ -45,7 +45,7 @@ inline double counterUniform(uint64_t stream, uint64_t index) {
 // 0. Decoded value: float(min + code * step) in fp64. So E[decoded] = x (up to
 // one fp32 rounding) and |decoded - x| < step. Non-finite inputs (which the
 // algorithms never pass: such calls fall back to dense) map to: +Inf -> L,
-// -Inf and NaN -> 0.
+// -Inf and NaN -> 0, except that step == 0 gives code 0 to +Inf as well.
 struct MaxMinSpec {
   int bits = 8;         // 1, 2, 4 or 8
   size_t bucket = 512;  // elements per bucket, >= 1

@@ -5,6 +5,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -269,6 +270,43 @@ TEST_CASE("maxmin: edge values and malformed payloads", "[quant]") {
   MaxMinSpec three{3, n, 3};
   REQUIRE(cpu::quantizeMaxMin(x.data(), n, three, 0, meta.data(), codes.data(), nullptr).code() ==
           Err::InvalidArgument);
+}
+
+TEST_CASE("maxmin: a zero bound is written +0.0 and a step-0 bucket codes +Inf 0", "[quant]") {
+  // The two points the CUDA quantizer once got wrong (a -0.0 bound kept, +Inf
+  // given the top code in a constant bucket): pinned here on the CPU, which
+  // the [gpu] tests compare bit for bit.
+  auto bitsOf = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  };
+  for (int bits : {1, 2, 4, 8}) {
+    INFO("bits " << bits);
+    std::vector<float> meta(4);
+    std::vector<uint8_t> codes(packedBytes(16, bits), 0xAB);
+    // Bucket 0: -0.0 is both min and max (constant); bucket 1: -0.0 then 1.
+    std::vector<float> x = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, 1.0f, -0.0f, 1.0f};
+    const MaxMinSpec spec{bits, 4, 5};
+    REQUIRE(cpu::quantizeMaxMin(x.data(), 8, spec, 0, meta.data(), codes.data(), nullptr).ok());
+    CHECK(bitsOf(meta[0]) == 0u);
+    CHECK(bitsOf(meta[1]) == 0u);
+    CHECK(bitsOf(meta[2]) == 0u);
+    CHECK(meta[3] == 1.0f);
+    // Constant buckets, one of them all non-finite: every code 0, +Inf too.
+    std::vector<float> c = {1.0f, 1.0f, INFINITY, 1.0f, INFINITY, -INFINITY, std::nanf(""),
+                            INFINITY};
+    std::vector<float> residual(8);
+    REQUIRE(cpu::quantizeMaxMin(c.data(), 8, spec, 0, meta.data(), codes.data(),
+                                residual.data()).ok());
+    CHECK(meta[0] == 1.0f);
+    CHECK(meta[1] == 1.0f);
+    CHECK(bitsOf(meta[2]) == 0u);
+    CHECK(bitsOf(meta[3]) == 0u);
+    for (size_t i = 0; i < packedBytes(8, bits); ++i) CHECK(codes[i] == 0);
+    CHECK(residual[2] == INFINITY);  // x - decoded, decoded = min
+    CHECK(residual[0] == 0.0f);
+  }
 }
 
 TEST_CASE("sign: votes, counts and majority with ties to -1", "[quant]") {

@@ -401,14 +401,14 @@ TEST_CASE("decoders reject malformed messages with RemoteError", "[sparse]") {
   // Zero out the block's first value: a block must start non-zero.
   {
     auto m = ds;
-    std::memset(&m[kWireHeaderBytes + 8], 0, 4);
+    for (size_t i = 0; i < 4; ++i) m.at(kWireHeaderBytes + 8 + i) = 0;
     expectReject(m, 200, 200, "block starts with zero");
   }
   expectReject(with(coo, kWireHeaderBytes, 250), 200, 200, "COO index out of range");
   expectReject(with(coo, kWireHeaderBytes + 4, 0), 200, 200, "COO not ascending");
   {
     auto m = coo;
-    std::memset(&m[kWireHeaderBytes + 5 * 4], 0, 4);
+    for (size_t i = 0; i < 4; ++i) m.at(kWireHeaderBytes + 5 * 4 + i) = 0;
     expectReject(m, 200, 200, "COO +0.0 value");
   }
   expectReject(with(coo, 16, 6), 200, 200, "COO nnz vs payload");

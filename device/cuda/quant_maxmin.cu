@@ -2,9 +2,9 @@
 // the fused error-feedback residual, its validating decoder, and the |x|
 // statistics that fix a call's parameters. Bit-identical to
 // device/cpu/quant_maxmin.cc: the same fp64 operations, each rounded once,
-// the same splitmix64 counter hash, and bucket min/max ties resolved to the
-// earliest element as the CPU's sequential scan does (it matters for -0.0
-// against +0.0).
+// the same splitmix64 counter hash, and a zero bucket min or max written as
+// +0.0 (x + 0.0f, as the CPU does: which of -0.0 and +0.0 a tie keeps then
+// does not matter).
 //
 // Buckets of at most kFusedBucket elements whose codes fill whole bytes get
 // one warp each: min/max, then codes and residuals from the values the warp
@@ -95,8 +95,11 @@ __device__ inline float decodeOne(float lo, double step, uint32_t code) {
 // The code of x (device/quant_types.h), and the residual x - decoded.
 __device__ inline uint32_t codeOf(float x, float lo, double step, uint32_t levels, uint64_t seed,
                                   uint64_t index) {
+  // step == 0 first: a constant bucket (or one without finite values) codes
+  // every element 0, +Inf too, as the CPU does.
+  if (!(step > 0)) return 0;
   if (x == INFINITY) return levels;
-  if (!isfinite(x) || !(step > 0)) return 0;
+  if (!isfinite(x)) return 0;
   const double q = __ddiv_rn(__dsub_rn(double(x), double(lo)), step);
   const double fl = floor(q);
   double c = __dadd_rn(fl, cuda::counterUniform(seed, index) < __dsub_rn(q, fl) ? 1.0 : 0.0);
@@ -167,8 +170,8 @@ __global__ void __launch_bounds__(kThreads)
       mn = MinFirst()(mn, shuffleExtreme(mn, lane ^ s));
       mx = MaxFirst()(mx, shuffleExtreme(mx, lane ^ s));
     }
-    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v;
-    const float hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : __fadd_rn(mn.v, 0.0f);  // -0.0 -> +0.0
+    const float hi = mx.at == 0xFFFFFFFFu ? 0.0f : __fadd_rn(mx.v, 0.0f);
     if (lane == 0) {
       meta[2 * b] = lo;
       meta[2 * b + 1] = hi;
@@ -243,7 +246,9 @@ __global__ void foldMinMax(Ctl ctl, const Extreme* partial, size_t buckets, size
       mn = MinFirst()(mn, partial[2 * (b * perBucket + c)]);
       mx = MaxFirst()(mx, partial[2 * (b * perBucket + c) + 1]);
     }
-    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : mn.v, hi = mx.at == 0xFFFFFFFFu ? 0.0f : mx.v;
+    // -0.0 -> +0.0, as the CPU writes it.
+    const float lo = mn.at == 0xFFFFFFFFu ? 0.0f : __fadd_rn(mn.v, 0.0f);
+    const float hi = mx.at == 0xFFFFFFFFu ? 0.0f : __fadd_rn(mx.v, 0.0f);
     meta[2 * b] = metaDev[2 * b] = lo;
     meta[2 * b + 1] = metaDev[2 * b + 1] = hi;
   }
