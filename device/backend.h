@@ -309,8 +309,7 @@ class Backend {
                                 uint64_t indexBase, float* meta, uint8_t* codes,
                                 float* residual) = 0;
   // dst[i] = decoded (accumulate: dst[i] += decoded, in fp32). RemoteError when
-  // meta is not finite with min <= max, or padding bits are set; dst is then
-  // unspecified (the CPU leaves it, CUDA's one-pass decoder may have written it).
+  // meta is not finite with min <= max, or padding bits are set.
   virtual Status dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n,
                                   const MaxMinSpec& spec, float* dst, bool accumulate,
                                   int source) = 0;

@@ -624,4 +624,12 @@ TEST_CASE("cuda index sets: offsets and bitmaps round trip, corrupt bodies as th
     REQUIRE(f.gpu.indexEncode(du.ptr(), 2, 0, 10, coding, out.data()).ok());
     sameOutcome(f.done(), f.cpu.indexEncode(unordered.data(), 2, 0, 10, coding, cout.data()));
   }
+  // An entry in an empty region (n = 0): the bitmap has no bytes, the entry
+  // is still rejected (session 12's review: CUDA returned Ok here).
+  const std::vector<uint64_t> seven = {7};
+  DevBuf<uint64_t> d7(f.gpu, seven);
+  for (int coding : {4, Backend::kIndexBitmap}) {
+    REQUIRE(f.gpu.indexEncode(d7.ptr(), 1, 7, 0, coding, out.data()).ok());
+    sameOutcome(f.done(), f.cpu.indexEncode(seven.data(), 1, 7, 0, coding, cout.data()));
+  }
 }

@@ -262,6 +262,16 @@ TEST_CASE("cuda RBF streams and segments match the cpu", "[gpu]") {
           sameOutcome(f.done(), f.cpu.rbfDecodeSegments(bad.data(), segments, per, last, 10, 6, vc.data(), 2));
         }
       }
+  // A NaN fixed vmax is an argument error on both (CUDA once took it for
+  // "from the data", session 12's review).
+  const std::vector<float> v = makeInput(40, 3, 1);
+  DevBuf<float> dv(f.gpu, v);
+  std::vector<uint8_t> oc(rbfSegmentsBytes(4, 10, 10, 10));
+  HostArray<uint8_t> og(f.gpu, oc.size());
+  const Status sc = f.cpu.rbfEncodeSegments(v.data(), 4, 10, 10, 10, 6, double(NAN), oc.data());
+  const Status sg = f.gpu.rbfEncodeSegments(dv.ptr(), 4, 10, 10, 10, 6, double(NAN), og.data());
+  CHECK(sc.code() == Err::InvalidArgument);
+  CHECK(sg.code() == Err::InvalidArgument);
 }
 
 TEST_CASE("cuda sign votes, counts, majority and expansion match the cpu", "[gpu]") {

@@ -327,6 +327,20 @@ TEST_CASE("sign: votes, counts and majority with ties to -1", "[quant]") {
   for (size_t i = 0; i < n; ++i) REQUIRE(cpu::getBits(out.data(), i, 3) == sum[i]);
   // A count above the ranks it covers is a malformed payload.
   REQUIRE(cpu::signCountAdd(in.data(), 2, 2, v.data(), n, out.data(), 3, -1).code() == Err::RemoteError);
+  // Arguments are checked before the payload (as on CUDA): an output too
+  // narrow for maxIn + 1 is InvalidArgument even with corrupt votes.
+  std::vector<uint8_t> badVotes = {0xF0};  // 4 votes: bits 4..7 are padding
+  REQUIRE(cpu::signCountAdd(in.data(), 2, 7, badVotes.data(), n, out.data(), 3, -1).code() ==
+          Err::InvalidArgument);
+  // A message names the source rank only when there is one (an earlier
+  // call's " from rank 3" must not leak into a later message without one).
+  std::vector<uint8_t> v5(packedBytes(3, 1), 0), in3(packedBytes(3, 2), 0x80);  // bit 7: padding
+  const Status s3 = cpu::signCountAdd(in3.data(), 2, 3, v5.data(), 3, out.data(), 3, 3);
+  REQUIRE(s3.code() == Err::RemoteError);
+  CHECK(s3.message().find("sign counts from rank 3: padding") != std::string::npos);
+  const Status sNone = cpu::signCountAdd(in3.data(), 2, 3, v5.data(), 3, out.data(), 3, -1);
+  REQUIRE(sNone.code() == Err::RemoteError);
+  CHECK(sNone.message().find("sign counts: padding") != std::string::npos);
 
   // Majority of 4: counts 0 1 2 3 4 -> 2 is a tie and goes to -1 (the
   // negative rule), or to the side the hash picks for its element index.

@@ -125,7 +125,7 @@ TEST_CASE("accumulateCompact: accumulate and compactAbove in one pass", "[sparse
   std::mt19937_64 rng(5);
   std::normal_distribution<float> g(0, 1);
   for (size_t n : {size_t(1), size_t(15), size_t(4096), size_t(4097), size_t(20000)})
-    for (float th : {0.0f, 1.5f, 2.5f})
+    for (float th : {0.0f, -0.0f, 1.5f, 2.5f})  // -0.0 counts like +0.0
       for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Float64}) {
         INFO("n " << n << " threshold " << th << " " << dtypeName(t));
         std::vector<float> in(n), residual(n);

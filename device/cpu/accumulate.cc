@@ -113,7 +113,9 @@ void report(const Partial& p, float countThreshold, AccumulateStats* stats) {
 Status accumulate(float* acc, const void* in, DataType inType, size_t n, bool add,
                   float countThreshold, AccumulateStats* stats) {
   Partial p;
-  const float th = countThreshold >= 0 ? countThreshold : FLT_MAX;  // |x| > FLT_MAX never holds
+  // |x| > FLT_MAX never holds; + 0.0f: a -0.0 threshold counts like +0.0
+  // (compared as bits below, its sign bit would count nothing).
+  const float th = countThreshold >= 0 ? countThreshold + 0.0f : FLT_MAX;
   GC_REQUIRE(accumulateRange(acc, in, inType, n, add, th, &p), Err::InvalidArgument,
              "cpu accumulate: dtype value %d is not a DataType", int(inType));
   report(p, countThreshold, stats);
@@ -125,6 +127,7 @@ Status accumulateCompact(float* acc, const void* in, DataType inType, size_t n, 
                          AccumulateStats* stats, size_t* compacted) {
   GC_REQUIRE(countThreshold >= 0, Err::InvalidArgument,
              "cpu accumulateCompact: threshold %g must be >= 0", double(countThreshold));
+  countThreshold += 0.0f;  // -0.0 counts like +0.0 (see accumulate)
   const size_t esz = dtypeSize(inType);
   GC_REQUIRE(esz > 0, Err::InvalidArgument, "cpu accumulateCompact: dtype value %d is not a "
              "DataType", int(inType));

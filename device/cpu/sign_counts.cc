@@ -28,18 +28,18 @@ Status signPack(const float* src, size_t n, uint8_t* bits) {
 
 Status signCountAdd(const uint8_t* countsIn, int inBits, int maxIn, const uint8_t* signBits,
                     size_t n, uint8_t* countsOut, int outBits, int source) {
+  // The arguments first, then the payload (as the CUDA backend checks them).
   GC_CHECK(checkWidth(outBits, "signCountAdd"));
+  if (countsIn) GC_CHECK(checkWidth(inBits, "signCountAdd"));
+  GC_REQUIRE(maxIn >= 0 && uint64_t(maxIn) + 1 < (uint64_t(1) << outBits), Err::InvalidArgument,
+             "signCountAdd: %d-bit output cannot hold a count of %d", outBits, maxIn + 1);
   char from[32];
   sourceText(source, from);
   GC_REQUIRE(paddingClear(signBits, n, 1), Err::RemoteError,
              "sign votes: padding bits after %zu votes are set (corrupt payload)", n);
-  if (countsIn) {
-    GC_CHECK(checkWidth(inBits, "signCountAdd"));
+  if (countsIn)
     GC_REQUIRE(paddingClear(countsIn, n, inBits), Err::RemoteError,
                "sign counts%s: padding bits after %zu counts are set (corrupt payload)", from, n);
-  }
-  GC_REQUIRE(uint64_t(maxIn) + 1 < (uint64_t(1) << outBits), Err::InvalidArgument,
-             "signCountAdd: %d-bit output cannot hold a count of %d", outBits, maxIn + 1);
   zeroStream(countsOut, n, outBits);
   for (size_t i = 0; i < n; ++i) {
     uint32_t c = countsIn ? getBits(countsIn, i, inBits) : 0;

@@ -11,7 +11,8 @@
 
 namespace gradcomp::device::cpu {
 
-// " from rank N" for error messages (empty when source < 0).
+// " from rank N" for error messages, written to buf (empty when source < 0)
+// and returned.
 const char* sourceText(int source, char (&buf)[32]);
 
 Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold, size_t* above);

@@ -23,7 +23,8 @@ inline float magnitude(float v) { return std::isnan(v) ? -1.0f : std::fabs(v); }
 }  // namespace
 
 const char* sourceText(int source, char (&buf)[32]) {
-  if (source < 0) return "";
+  buf[0] = '\0';  // callers may print buf itself, not the returned pointer
+  if (source < 0) return buf;
   std::snprintf(buf, sizeof buf, " from rank %d", source);
   return buf;
 }

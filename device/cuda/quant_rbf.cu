@@ -254,7 +254,7 @@ Status CudaBackend::rbfEncodeSegments(const float* values, size_t segments, size
   if (bytes == 0) return Status::Ok();
   const size_t total = (segments - 1) * perSegment + lastSegment;
   const bool host = p.isHost(out, bytes);  // built in device memory, copied once
-  const bool fixed = fixedVmax > 0;
+  const bool fixed = !(fixedVmax <= 0);  // NaN is a fixed vmax, rejected below (as the CPU does)
   GC_REQUIRE(!fixed || std::isfinite(rbfEpsForVmax(double(float(fixedVmax)), bits, mantissa)),
              Err::InvalidArgument, "rbfEncodeSegments: RBF vmax %g gives no finite eps",
              fixedVmax);

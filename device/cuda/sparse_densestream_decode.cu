@@ -117,8 +117,12 @@ __global__ void blockCheck(Ctl ctl, DecodeArgs d, const unsigned long long* chai
       // block b's header has no room.
       if (b == avail && lane == 0) {
         const size_t p = size_t(start[b - 1]);
-        const size_t end = p + header + 4 * size_t(getUint(d.body + p + d.ib, d.ib));
-        if (end == d.bytes) fail(ctl, keyAt(b, kHeaderPast));
+        // Block b - 1's length is read only when its header is inside the
+        // body (else that block reports it, and the read would run past).
+        if (d.bytes - p >= header) {
+          const size_t end = p + header + 4 * size_t(getUint(d.body + p + d.ib, d.ib));
+          if (end == d.bytes) fail(ctl, keyAt(b, kHeaderPast));
+        }
       }
       continue;
     }

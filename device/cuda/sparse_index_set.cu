@@ -146,15 +146,22 @@ Status CudaBackend::indexEncode(const uint64_t* idx, size_t count, uint64_t base
         p.ctl(), idx, count, base, n, indexBytes, static_cast<uint8_t*>(out));
     return p.launched();
   }
-  if (bytes == 0) return Status::Ok();
-  void* ws = nullptr;
-  GC_CHECK(p.scratch(Carve::bytes<uint32_t>((bytes + 3) / 4), &ws));
-  uint32_t* words = static_cast<uint32_t*>(ws);
-  GC_CHECK(p.check(cudaMemsetAsync(words, 0, (bytes + 3) / 4 * 4, p.stream()), "cudaMemsetAsync"));
+  if (bytes == 0 && count == 0) return Status::Ok();
+  // An empty region (n = 0) with entries still runs the kernel: it rejects
+  // entry 0 as the CPU does, before any write to the (absent) words.
+  uint32_t* words = nullptr;
+  if (bytes > 0) {
+    void* ws = nullptr;
+    GC_CHECK(p.scratch(Carve::bytes<uint32_t>((bytes + 3) / 4), &ws));
+    words = static_cast<uint32_t*>(ws);
+    GC_CHECK(p.check(cudaMemsetAsync(words, 0, (bytes + 3) / 4 * 4, p.stream()),
+                     "cudaMemsetAsync"));
+  }
   if (count)
     bitmapEncodeKernel<<<blocksFor(count), kThreads, 0, p.stream()>>>(p.ctl(), idx, count, base, n,
                                                                       words);
   GC_CHECK(p.launched());
+  if (bytes == 0) return Status::Ok();
   return p.check(cudaMemcpyAsync(out, words, bytes, cudaMemcpyDefault, p.stream()),
                  "cudaMemcpyAsync (the bitmap)");
 }
