@@ -540,13 +540,22 @@ TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive"
                   },
                   nullptr, "oktopk allreduce #0 of 1048576 x float")
               .ok());
-  REQUIRE(stream.waitReleased(1, 10));
+  // Two more buckets queued behind the stuck call (DDP submits without
+  // waiting): the stuck proxy never reaches them, the watchdog releases them
+  // too, or their stream would park forever.
+  std::atomic<int> ranLater{0};
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(engine->submit([&] { return ++ranLater, Status::Ok(); }, nullptr).ok());
+  REQUIRE(stream.waitReleased(3, 10));
   const double released = secondsSince(t0);
   CHECK(released >= 0.29);
   CHECK(released < 5.0);
+  CHECK(ranLater == 0);
   CHECK(stream.hangs_ == 0);
-  CHECK(stream.slot(0)->done == 1);
-  CHECK(stream.slot(0)->status == uint64_t(Err::Timeout));
+  for (int i = 0; i < 3; ++i) {
+    CHECK(stream.slot(i)->done == uint64_t(i) + 1);
+    CHECK(stream.slot(i)->status == uint64_t(Err::Timeout));
+  }
   const Status err = engine->asyncError();
   INFO(err.toString());
   CHECK(err.code() == Err::Timeout);
@@ -574,4 +583,37 @@ TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive"
   if (engine->abandoned()) (void)engine.release();  // the thread may still use it
   dev->deallocate(buf, 4096);
   CHECK(dev->sync().ok());
+}
+
+// Shutdown (ncclCommAbort) while a call is stuck and the watchdog has not
+// fired yet: bounded (the timeout, then a grace period), the stuck proxy is
+// left behind and the calls queued behind it get their done flags.
+TEST_CASE("executor protocol: shutdown during a stuck call is bounded and releases the queue",
+          "[executor][watchdog]") {
+  HostStream stream(4);
+  std::atomic<bool> unstick{false};
+  auto engine = std::make_unique<ProxyEngine>(stream, "rank 0 of 2", 0.3);
+  REQUIRE(engine
+              ->submit(
+                  [&]() -> Status {
+                    while (!unstick.load())
+                      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    return Status::Ok();
+                  },
+                  nullptr)
+              .ok());
+  for (int i = 0; i < 2; ++i) REQUIRE(engine->submit([] { return Status::Ok(); }, nullptr).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the proxy is in the job
+  const auto t0 = Clock::now();
+  engine->shutdown(true);
+  const double took = secondsSince(t0);
+  CHECK(took < 5.0);
+  CHECK(engine->abandoned());
+  REQUIRE(stream.waitReleased(3, 10));
+  CHECK(stream.hangs_ == 0);
+  for (int i = 0; i < 3; ++i) CHECK(stream.slot(i)->done == uint64_t(i) + 1);
+  CHECK(engine->asyncError().code() == Err::Timeout);
+  ProxyEngine* left = engine.release();  // its thread may still use it
+  unstick = true;
+  (void)left;
 }

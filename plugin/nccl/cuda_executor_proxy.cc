@@ -183,12 +183,32 @@ void ProxyEngine::complete(const Pending& p, const Status& st) {
   completed_.fetch_add(1);
 }
 
+void ProxyEngine::releaseQueued(std::unique_lock<std::mutex>& lock) {
+  if (queue_.empty()) return;
+  std::deque<Pending> stranded;
+  stranded.swap(queue_);
+  const Status st = error_;
+  lock.unlock();
+  for (const Pending& p : stranded) {
+    Slot* s = side_.slot(p.slot);
+    s->status = uint64_t(st.code());
+    storeRelease(&s->done, p.seq + 1);
+    completed_.fetch_add(1);
+  }
+  lock.lock();
+}
+
 // Wakes a few times per timeout; needs no CUDA call to release a stream.
 void ProxyEngine::watchdogLoop() {
   const auto tick = std::chrono::duration<double>(std::min(0.25, std::max(0.01, timeoutS_ / 8)));
   std::unique_lock<std::mutex> lock(mu_);
   while (!proxyExited_) {
     exitCv_.wait_for(lock, tick);
+    // Once fired, the proxy may never come back from where it is stuck: the
+    // calls queued behind it would park their streams forever (the next
+    // bucket of a DDP step). They complete with the error from here, as the
+    // proxy would have completed them without running.
+    if (watchdogFired_) releaseQueued(lock);
     if (!running_ || released_) continue;
     const double ran = std::chrono::duration<double>(Clock::now() - startedAt_).count();
     if (ran < timeoutS_) continue;
@@ -202,6 +222,7 @@ void ProxyEngine::watchdogLoop() {
         current_.what.c_str(), timeoutS_, step.empty() ? "" : " at ", step.c_str());
     released_ = true;  // from here the proxy leaves this call's words alone
     watchdogFired_ = true;
+    exitCv_.notify_all();  // a shutdown waiting for the proxy stops waiting
     if (error_.ok()) {
       error_ = st;
       failed_ = true;
@@ -217,6 +238,7 @@ void ProxyEngine::watchdogLoop() {
     storeRelease(&s->done, stuck.seq + 1);
     completed_.fetch_add(1);
     lock.lock();
+    releaseQueued(lock);
   }
 }
 
@@ -226,15 +248,20 @@ void ProxyEngine::shutdown(bool abortPending) {
     if (abortPending) abort_ = true;
     stopping_ = true;
     cv_.notify_all();
-    // A proxy the watchdog gave up on may never come back from where it is
-    // stuck: wait a bounded time, then leave it (the process can still exit).
-    if (watchdogFired_ &&
+    // Never an unbounded join: the proxy finishes (each call and each wait of
+    // it bounded by the timeout), or the watchdog gives up on it. A proxy the
+    // watchdog gave up on may never come back from where it is stuck: wait a
+    // bounded time more, then leave it (the process can still exit), and
+    // release whatever is still queued behind it.
+    exitCv_.wait(lock, [&] { return proxyExited_ || watchdogFired_; });
+    if (!proxyExited_ &&
         !exitCv_.wait_for(lock, std::chrono::duration<double>(std::min(timeoutS_, 5.0)),
                           [&] { return proxyExited_; })) {
       GC_WARN("CUDA executor (%s): the proxy thread is still stuck; it is left behind",
               name_.c_str());
       if (thread_.joinable()) thread_.detach();
       abandoned_ = true;
+      releaseQueued(lock);
     }
   }
   if (thread_.joinable()) thread_.join();

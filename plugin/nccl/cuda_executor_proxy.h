@@ -22,8 +22,10 @@
 //   peer that never answers): it writes the slot's status and done words --
 //   plain stores to mapped memory, no CUDA call -- so the caller's stream goes
 //   on, and fails the engine with a message naming the call, its step (the
-//   primitive enqueued last) and the thread. The stuck proxy is abandoned at
-//   shutdown if it has not come back.
+//   primitive enqueued last) and the thread; the calls queued behind it are
+//   completed with that error too (the stuck proxy would never reach them).
+//   The stuck proxy is abandoned at shutdown if it has not come back;
+//   shutdown never joins without a bound.
 #pragma once
 
 #include <atomic>
@@ -106,6 +108,9 @@ class ProxyEngine {
   void watchdogLoop();
   // Writes the slot's status and done (once per call: proxy or watchdog).
   void complete(const Pending& p, const Status& st);
+  // Under mu_ (held by `lock`, released while writing): completes every
+  // queued call with error_ (a failed engine completes them without running).
+  void releaseQueued(std::unique_lock<std::mutex>& lock);
   Status runOne(Pending& p);
   Status waitReady(const Pending& p);
   Status agreedFailure() const;
