@@ -72,7 +72,8 @@ class Array {
     if (n > size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
     if (dev_ == nullptr) throw std::bad_alloc();
     size_t want = cap_ ? cap_ : 16;
-    while (want < n) want = want > size_t(-1) / 4 ? n : want * 2;
+    // Doubling stops where want * sizeof(T) would wrap (n itself fits).
+    while (want < n) want = want > size_t(-1) / sizeof(T) / 2 ? n : want * 2;
     T* fresh = static_cast<T*>(Host ? dev_->allocateHost(want * sizeof(T))
                                     : dev_->allocate(want * sizeof(T)));
     if (fresh == nullptr) throw std::bad_alloc();

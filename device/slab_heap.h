@@ -45,15 +45,19 @@ class SlabHeap {
   SlabHeap(const SlabHeap&) = delete;
   SlabHeap& operator=(const SlabHeap&) = delete;
 
+  // No request above this is served (nullptr): far beyond any device, and
+  // the class arithmetic below stays clear of overflow.
+  static constexpr size_t kMaxBytes = size_t(1) << 48;
   static size_t classBytes(size_t bytes) {
     if (bytes <= 256) return 256;
     size_t base = 256;
-    while (base * 2 < bytes) base *= 2;  // base < bytes <= 2 * base
+    while (base < bytes / 2 + bytes % 2) base *= 2;  // base < bytes <= 2 * base
     const size_t step = base / 4;
     return base + (bytes - base + step - 1) / step * step;
   }
 
   void* allocate(size_t bytes) {
+    if (bytes > kMaxBytes) return nullptr;
     const size_t cls = classBytes(bytes ? bytes : 1);
     std::lock_guard<std::mutex> lock(mu_);
     auto& list = free_[cls];
@@ -87,6 +91,7 @@ class SlabHeap {
 
   // Calling thread: false when the source has no memory for it.
   bool reserve(size_t bytes) {
+    if (bytes > kMaxBytes) return false;
     std::lock_guard<std::mutex> lock(mu_);
     promised_ += bytes;
     if (largestHeadroomLocked() >= promised_) return true;

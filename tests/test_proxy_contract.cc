@@ -66,6 +66,16 @@ TEST_CASE("slab heap: size classes round up by at most a quarter", "[proxy-contr
     CHECK(c % 64 == 0);
     CHECK(double(c) <= std::max(256.0, 1.25 * double(b)));
   }
+  // Beyond kMaxBytes nothing is served, and nothing loops (the doubling
+  // overflowed above 2^63: gcMemAlloc(SIZE_MAX) hung the backend).
+  CHECK(SlabHeap::classBytes(SlabHeap::kMaxBytes) == SlabHeap::kMaxBytes);
+  SlabHeap heap("test", SlabHeap::Source{[](size_t) -> void* { return nullptr; },
+                                         [](void*, size_t) {}},
+                1 << 20);
+  for (size_t huge : {SIZE_MAX, (size_t(1) << 63) + 1, SlabHeap::kMaxBytes + 1}) {
+    CHECK(heap.allocate(huge) == nullptr);
+    CHECK_FALSE(heap.reserve(huge));
+  }
 }
 
 TEST_CASE("slab heap: a parked call draws from what was reserved, and growing is a violation",

@@ -3,6 +3,7 @@
 // epoch), traffic, and Prim, the per-primitive enqueue helper.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -174,6 +175,13 @@ Prim::Prim(BackendState& s, const char* name)
   ++s.traffic.primitives;
 }
 
+Prim::~Prim() {
+  if (!failedAtCall_) return;
+  auto& v = s_.scalars;
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const ScalarCopy& c) { return c.op == op_; }),
+          v.end());
+}
+
 Ctl Prim::ctl() { return Ctl{s_.control, s_.hostFailed, ++s_.launches, op_}; }
 
 void Prim::reads(const void* p, size_t bytes, size_t touched) {
@@ -190,6 +198,7 @@ Status Prim::slotFor(size_t bytes, void** out) {
   const size_t chunk = at / kSlotChunk;
   while (s_.slotChunks.size() <= chunk) {
     void* p = s_.pinned.allocate(kSlotChunk);
+    if (p == nullptr) failedAtCall_ = true;
     GC_REQUIRE(p != nullptr, Err::SystemError,
                "cuda %s: no pinned memory for a scalar result (cudaHostAlloc failed)", name_);
     s_.slotChunks.push_back(static_cast<char*>(p));
@@ -213,6 +222,7 @@ Status Prim::scratch(size_t bytes, void** out) {
     s_.scratchBytes = 0;
     const size_t want = std::max(bytes + bytes / 4, size_t(1) << 20);
     s_.scratch = s_.deviceHeap->allocate(want);
+    if (s_.scratch == nullptr) failedAtCall_ = true;
     GC_REQUIRE(s_.scratch != nullptr, Err::SystemError,
                "cuda %s: no device memory for %zu bytes of scratch%s", name_, want,
                s_.parked ? " (the proxy contract forbids growing it mid-call)" : "");
@@ -244,6 +254,7 @@ Status Prim::land(void* out, const void* landing, size_t bytes) {
 }
 
 Status Prim::check(cudaError_t e, const char* what) {
+  if (device_.error() != cudaSuccess || e != cudaSuccess) failedAtCall_ = true;
   if (device_.error() != cudaSuccess)
     return makeStatus(Err::SystemError, "cuda %s: device %d cannot be made current: %s", name_,
                       s_.device, cudaGetErrorString(device_.error()));
@@ -447,6 +458,11 @@ void CudaBackend::deallocateHost(void* p, size_t bytes) {
   }
   s.hostFrees.emplace_back(p, bytes ? bytes : 1);  // to the pool at the next sync
   s.pending = true;
+}
+
+void CudaBackend::relaxStreamCaptureOnThisThread() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
 }
 
 Status CudaBackend::sync() {

@@ -205,9 +205,14 @@ class DeviceScope {
 };
 
 // One primitive's enqueueing: holds the backend's lock for its scope.
+// A primitive that fails at the call (any error through these methods:
+// scratch, a slot, a copy, a launch) has its scalar results unregistered when
+// it ends: its caller returns at once and the destinations (often locals)
+// are gone, so the next sync() must not write them.
 class Prim {
  public:
   Prim(BackendState& s, const char* name);
+  ~Prim();
   Prim(const Prim&) = delete;
   Prim& operator=(const Prim&) = delete;
 
@@ -237,6 +242,7 @@ class Prim {
   // (at most kSlotChunk bytes).
   template <class T>
   Status resultArray(T* dst, size_t count, T** slot) {
+    if (count * sizeof(T) > kSlotChunk) failedAtCall_ = true;
     GC_REQUIRE(count * sizeof(T) <= kSlotChunk, Err::Internal,
                "cuda %s: %zu scalar results exceed a slot chunk", name_, count);
     void* p = nullptr;
@@ -294,6 +300,7 @@ class Prim {
   DeviceScope device_;
   const char* name_;
   unsigned int op_;
+  bool failedAtCall_ = false;
 };
 
 // Releases the plan cache of fft_cufft.cu (backend destruction).

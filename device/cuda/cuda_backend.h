@@ -52,6 +52,11 @@ class CudaBackend final : public Backend {
  public:
   // A backend with its own non-blocking stream on CUDA device `device`.
   static Status create(int device, std::unique_ptr<CudaBackend>* out);
+  // For a thread that runs primitives beside the application's (a proxy):
+  // relaxed stream-capture mode, so a graph capture another thread starts in
+  // global mode neither fails this thread's calls nor is invalidated by them
+  // (as NCCL's proxy thread does).
+  static void relaxStreamCaptureOnThisThread();
   // Waits (bounded) for the stream, then releases everything it owns.
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;

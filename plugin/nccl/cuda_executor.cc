@@ -227,7 +227,10 @@ class CudaExecutor final : public Executor {
       proxy->engine = std::make_unique<ProxyEngine>(
           *proxy->side, "rank " + std::to_string(net->rank()) + " of " +
                             std::to_string(net->size()),
-          timeoutS, std::move(watch), proxyBinding(device));
+          timeoutS, std::move(watch), [bind = proxyBinding(device)] {
+            device::CudaBackend::relaxStreamCaptureOnThisThread();
+            if (bind) bind();
+          });
       it = comms_.emplace(net, std::move(proxy)).first;
     }
     GC_REQUIRE(it->second->device == device, Err::InvalidArgument,
