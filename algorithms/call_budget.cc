@@ -30,6 +30,11 @@ CallBudget::Reservation CallBudget::firstCallBound(size_t fp32Bytes) {
   return Reservation{4 * fp32Bytes + kSlack, 2 * fp32Bytes + kSlack};
 }
 
+bool CallBudget::seen(const std::string& name, const AllreduceArgs& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return drawn_.count(shapeOf(name, args)) != 0;
+}
+
 Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
                            const AllreduceArgs& args, Reservation* promise) {
   GC_CHECK(algorithm.prepare(ctx, args));

@@ -38,6 +38,10 @@ class CallBudget {
  public:
   using Reservation = device::Backend::Reservation;
 
+  // Calling thread: whether a call of this shape ran before. prepare() of a
+  // new shape makes plans and grows memory (driver calls that may wait for a
+  // parked stream): the CUDA executor first lets earlier calls finish.
+  bool seen(const std::string& name, const AllreduceArgs& args);
   // Calling thread. *promise: what was reserved for this call (pass to run).
   Status prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
                  const AllreduceArgs& args, Reservation* promise);

@@ -504,6 +504,41 @@ TEST_CASE("executor protocol: shutdown with calls in flight", "[executor]") {
   }
 }
 
+// Before a call of a new shape the CUDA executor waits until no earlier call
+// parks a stream (its plans and memory are driver calls): waitIdle returns
+// when every submitted call is done, and is bounded when the stream never
+// gets there.
+TEST_CASE("executor protocol: waitIdle waits for the calls in flight, bounded", "[executor]") {
+  HostStream stream(4);
+  ProxyEngine engine(stream, "test", 0.5);
+  CHECK(engine.waitIdle().ok());  // nothing submitted
+  stream.pause(true);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(engine.submit([&] { return ++ran, Status::Ok(); }, nullptr).ok());
+  std::thread go([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stream.pause(false);
+  });
+  auto t0 = Clock::now();
+  CHECK(engine.waitIdle().ok());
+  CHECK(secondsSince(t0) >= 0.15);
+  go.join();
+  CHECK(ran == 2);
+  CHECK(engine.completed() == 2);
+  // A stream that never reaches the call: an error within the timeout's reach.
+  stream.pause(true);
+  REQUIRE(engine.submit([] { return Status::Ok(); }, nullptr).ok());
+  t0 = Clock::now();
+  const Status s = engine.waitIdle();
+  INFO(s.toString());
+  CHECK(s.code() == Err::Timeout);
+  CHECK(secondsSince(t0) < 5.0);
+  stream.pause(false);
+  REQUIRE(stream.waitReleased(3));
+  REQUIRE(stream.drain());
+}
+
 // The watchdog: a job stuck in a primitive (on a GPU: the proxy inside a
 // driver call) is released after GRADCOMP_TIMEOUT_S with no help from the
 // proxy, so the caller's stream moves on; the error names the call, the

@@ -115,6 +115,12 @@ class CudaExecutor final : public Executor {
     // The proxy contract: plans and memory for the call are made here, on the
     // calling thread, before its stream is parked (algorithms/call_budget.h).
     algo::CallBudget::Reservation promise;
+    // A new shape makes plans and grows memory: driver calls that may wait
+    // for a parked stream (cuFFT's lazily loaded kernels, cudaHostAlloc: the
+    // H200's deadlock), so the earlier calls of this communicator finish
+    // first. Once per shape (a job's first step); the calling thread waits
+    // only for streams whose work is enqueued already.
+    if (!budget->seen(name, call.args)) GC_CHECK(comm->engine->waitIdle());
     {
       algo::Context ctx{*call.net, *dev, *call.config, call.callSeq, call.errorFeedback};
       GC_CHECK(budget->prepare(*call.algorithm, name, ctx, call.args, &promise));

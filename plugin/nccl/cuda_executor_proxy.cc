@@ -106,6 +106,23 @@ Status ProxyEngine::submit(Job job, void* stream, std::string what) {
   return s;
 }
 
+Status ProxyEngine::waitIdle() {
+  const uint64_t target = nextSeq_;
+  Status agreed;
+  const bool idle = pollUntil([&] { return completed_.load() >= target; },
+                              [&] { return failed_.load() || !(agreed = agreedFailure()).ok(); },
+                              timeoutS_);
+  GC_CHECK(asyncError());  // idle because the calls failed is no success
+  if (idle) return Status::Ok();
+  if (!agreed.ok()) return agreed;
+  return makeStatus(Err::Timeout,
+                    "CUDA executor (%s): %llu of %llu calls still in flight after "
+                    "GRADCOMP_TIMEOUT_S = %g s, waiting to prepare a call of a new shape (is the "
+                    "GPU stream blocked?)",
+                    name_.c_str(), (unsigned long long)(target - completed_.load()),
+                    (unsigned long long)target, timeoutS_);
+}
+
 Status ProxyEngine::waitReady(const Pending& p) {
   Slot* s = side_.slot(p.slot);
   Status agreed;

@@ -83,6 +83,11 @@ class ProxyEngine {
   // Calling thread. Ok = enqueued; the outcome arrives through asyncError()
   // (and the next submit). `what` names the call in the watchdog's message.
   Status submit(Job job, void* stream, std::string what = {});
+  // Calling thread: waits (yielding, at most GRADCOMP_TIMEOUT_S) until every
+  // call submitted so far has its done flag, so none parks a stream: before
+  // work that may take the driver's locks (a new shape's plans and memory).
+  // Ok when idle; the engine's failure, the ranks' agreed failure or Timeout.
+  Status waitIdle();
   // Ok, or the first failure of any call so far.
   Status asyncError() const;
   // Stops the proxy: drain runs every queued call (each still bounded by the
