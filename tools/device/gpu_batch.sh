@@ -18,7 +18,9 @@
 #      run(command='tools/device/gpu_batch.sh --quick "$OUT"',         carry=[".device/debs", ".device/data", ".device/prebuilt.tar.xz"])
 #
 # Parts (--parts, comma list; default all):
-#   a   every [gpu] test (tests/test_gpu_*.cc) and the executor tests, and
+#   a   every [gpu] test (tests/test_gpu_*.cc) and the executor tests,
+#       gradcomp-parkprobe (which host CUDA calls stall while a stream is
+#       parked: one RESULT line per call), and
 #       gradcomp-kbench (each kernel's GB/s as a fraction of a device-to-device
 #       copy measured in the same run; its --check verdict, issue 33's goal,
 #       as an INFO line of the summary)
@@ -136,7 +138,7 @@ example="$root/examples/pytorch/train_fmnist.py"
 fsdp_example="$root/examples/pytorch/train_fmnist_fsdp.py"
 fsdp_steps=150  # part g: one epoch is 234 steps of 4 x 64; 150 fit the 90 s limit
 gpu_tests="$(cd "$root/tests" && ls test_gpu_*.cc | sed 's/\.cc$//' | tr '\n' ' ')test_executor_protocol test_backend_memory"
-build_targets="gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench $gpu_tests"
+build_targets="gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench gradcomp-parkprobe $gpu_tests"
 torchrun=(python3 -m torch.distributed.run --standalone --nproc_per_node 4 --no_python
           "$root/tools/device/rank_env.sh" python3)
 out="${out:+$(mkdir -p "$out" && cd "$out" && pwd)}"
@@ -268,6 +270,8 @@ dry_checks() {
       fi
       [[ "$("$tmp/tools/gradcomp-refcheck/gradcomp-refcheck" --help 2>&1)" == *usage* ]] ||
         { echo "prebuilt: gradcomp-refcheck --help printed no usage"; ok=0; }
+      [[ "$("$tmp/tools/gradcomp-parkprobe/gradcomp-parkprobe" 2>&1)" == *usage* ]] ||
+        { echo "prebuilt: gradcomp-parkprobe printed no usage"; ok=0; }
       [ -f "$tmp/plugin/libgradcomp.so" ] && [ -L "$tmp/plugin/libnccl-net-gradcomp.so" ] ||
         { echo "prebuilt: plugin libraries missing"; ok=0; }
       [ -f "$tmp/plugin/shim/lib/libnccl.so.2" ] || { echo "prebuilt: the shim (plugin/shim/lib/libnccl.so.2) is missing"; ok=0; }
@@ -359,6 +363,13 @@ setup() {
 part_a() {
   for t in $gpu_tests; do
     step "a-$t" 60 "$build/tests/$t" -r console -d yes
+  done
+  # Which host-side CUDA calls stall while a stream is parked (the proxy
+  # contract's "never" column, measured; one process per call, each ended by
+  # its own 6 s timer: RESULT lines, informational).
+  local pp="$build/tools/gradcomp-parkprobe/gradcomp-parkprobe" probe
+  for probe in lazy-kernel host-alloc malloc event-create reserve-device fft-plan free free-host; do
+    step "a-park-$probe" 15 "$pp" "$probe" 6
   done
   local kb="$build/tools/gradcomp-kbench/gradcomp-kbench" kj
   kj="$(outdir a-kbench)/kbench.json"

@@ -52,13 +52,14 @@ echo "prepare.sh: $(ls "$debs"/*.deb | wc -l) packages in $debs ($(du -sh "$debs
 # only the carried packages' libraries at run time.
 gpu_tests="$(cd "$root/tests" && ls test_gpu_*.cc | sed 's/\.cc$//' | tr '\n' ' ')test_executor_protocol test_backend_memory"
 files=(plugin/libgradcomp.so plugin/shim/lib/libnccl.so.2 tools/gradcomp-refcheck/gradcomp-refcheck
-       tools/gradcomp-kbench/gradcomp-kbench)
+       tools/gradcomp-kbench/gradcomp-kbench tools/gradcomp-parkprobe/gradcomp-parkprobe)
 for t in $gpu_tests; do files+=("tests/$t"); done
 [ -f "$pack_build/build.ninja" ] || cmake -G Ninja -S "$root" -B "$pack_build" -DGRADCOMP_CUDA=ON >/dev/null
 grep -q '^GRADCOMP_CUDA:BOOL=ON' "$pack_build/CMakeCache.txt" ||
   { echo "prepare.sh: $pack_build is configured without CUDA" >&2; exit 1; }
 # shellcheck disable=SC2086
 cmake --build "$pack_build" -j "${JOBS:-2}" --target gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench \
+  gradcomp-parkprobe \
   $gpu_tests
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
