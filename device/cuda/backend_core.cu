@@ -136,7 +136,10 @@ Status takeFailure(BackendState& s, unsigned* failedOp) {
   const FailureRecord f{s.mirror->key, s.mirror->a, s.mirror->b, s.mirror->op};
   *failedOp = f.op;
   resetFailure<<<1, 1, 0, s.stream>>>(s.control);
-  *reinterpret_cast<volatile unsigned int*>(s.hostFailed) = 0;
+  // Cleared only once the reset is enqueued: a lost reset would leave every
+  // later kernel skipping while later syncs answered Ok; this way the next
+  // sync finds the failure again (and retries the reset).
+  if (cudaGetLastError() == cudaSuccess) *reinterpret_cast<volatile unsigned int*>(s.hostFailed) = 0;
   for (const OpInfo& op : s.validating)
     if (op.op == f.op) return op.format(op, f);
   return makeStatus(Err::Internal,
