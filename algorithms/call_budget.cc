@@ -32,7 +32,7 @@ CallBudget::Reservation CallBudget::firstCallBound(size_t fp32Bytes) {
 
 bool CallBudget::seen(const std::string& name, const AllreduceArgs& args) {
   std::lock_guard<std::mutex> lock(mu_);
-  return drawn_.count(shapeOf(name, args)) != 0;
+  return prepared_.count(shapeOf(name, args)) != 0;
 }
 
 Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
@@ -41,6 +41,7 @@ Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Contex
   Reservation want;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    prepared_.insert(shapeOf(name, args));
     auto it = drawn_.find(shapeOf(name, args));
     if (it != drawn_.end()) want = it->second;
     if (it == drawn_.end() || algorithm.choosesPerCall()) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -38,9 +39,10 @@ class CallBudget {
  public:
   using Reservation = device::Backend::Reservation;
 
-  // Calling thread: whether a call of this shape ran before. prepare() of a
-  // new shape makes plans and grows memory (driver calls that may wait for a
-  // parked stream): the CUDA executor first lets earlier calls finish.
+  // Calling thread: whether a call of this shape was prepared before.
+  // prepare() of a new shape makes plans and grows memory (driver calls that
+  // may wait for a parked stream): the CUDA executor first lets earlier calls
+  // finish. Later calls of a shape find its plans made and do not wait.
   bool seen(const std::string& name, const AllreduceArgs& args);
   // Calling thread. *promise: what was reserved for this call (pass to run).
   Status prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
@@ -62,6 +64,7 @@ class CallBudget {
   }
   std::mutex mu_;
   std::map<Shape, Reservation> drawn_;  // the most a call of the shape drew
+  std::set<Shape> prepared_;             // shapes prepare() has seen
   Reservation largest_;                  // the most any call drew
 };
 
