@@ -102,7 +102,8 @@ dry-run)
     grep -q "test binaries start here" "$tmp/dry.log" || fail "the pack was not checked"
     grep -q "unpack .device/prebuilt.tar.xz" "$tmp/out/plan.txt" || fail "the plan does not use the pack"
   fi
-  for part in a-test_gpu_kernels a-park-lazy-kernel a-park-fft-plan a-kbench b1-bit-identical b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
+  for part in a-test_gpu_kernels a-park-lazy-kernel a-park-fft-plan a-kbench b1-bit-identical \
+              b2-nccl-dense b2-oktopk-reference b2-qsgd-compressed \
               b2-sign b2-wagma b3-net-gradcomp-exact b3-net-socket c-dense c-oktopk-result c-qsgd c-sign \
               c-side-oktopk c-side-off-check c-side-times e-jax-exact e-jax-compressed-result f-sysucx-safe \
               f-sysucx-safe-reference f-sysucx-asis g-fsdp-dense g-fsdp-dense-result g-fsdp-qsgd \

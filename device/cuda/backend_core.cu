@@ -139,7 +139,8 @@ Status takeFailure(BackendState& s, unsigned* failedOp) {
   // Cleared only once the reset is enqueued: a lost reset would leave every
   // later kernel skipping while later syncs answered Ok; this way the next
   // sync finds the failure again (and retries the reset).
-  if (cudaGetLastError() == cudaSuccess) *reinterpret_cast<volatile unsigned int*>(s.hostFailed) = 0;
+  if (cudaGetLastError() == cudaSuccess)
+    *reinterpret_cast<volatile unsigned int*>(s.hostFailed) = 0;
   for (const OpInfo& op : s.validating)
     if (op.op == f.op) return op.format(op, f);
   return makeStatus(Err::Internal,

@@ -138,7 +138,8 @@ example="$root/examples/pytorch/train_fmnist.py"
 fsdp_example="$root/examples/pytorch/train_fmnist_fsdp.py"
 fsdp_steps=150  # part g: one epoch is 234 steps of 4 x 64; 150 fit the 90 s limit
 gpu_tests="$(cd "$root/tests" && ls test_gpu_*.cc | sed 's/\.cc$//' | tr '\n' ' ')test_executor_protocol test_backend_memory"
-build_targets="gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench gradcomp-parkprobe $gpu_tests"
+build_targets="gradcomp gradcomp_nccl_shim gradcomp-refcheck gradcomp-kbench gradcomp-parkprobe"
+build_targets="$build_targets $gpu_tests"
 torchrun=(python3 -m torch.distributed.run --standalone --nproc_per_node 4 --no_python
           "$root/tools/device/rank_env.sh" python3)
 out="${out:+$(mkdir -p "$out" && cd "$out" && pwd)}"

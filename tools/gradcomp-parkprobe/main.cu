@@ -43,7 +43,9 @@ using Clock = std::chrono::steady_clock;
 __global__ void touch(int* p) { atomicAdd(p, 1); }
 __global__ void lazyOnly(int* p) { atomicAdd(p, 2); }  // launched only by lazy-kernel
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 bool eventDone(cudaEvent_t e, double seconds) {
   const auto t0 = Clock::now();

@@ -14,7 +14,8 @@ bench="$root/build/tools/gradcomp-bench/gradcomp-bench"
 run() {  # name, args...
   local name=$1; shift
   NETLAB_BUILD="$root/build" "$root/tools/netlab/netlab.sh" -n 4 --rate "$rate" --ranks -- \
-    "$bench" --coll reducescatter -b 64M -e 64M -c 0 "$@" > "$out/round${i}_${rate}_${name}.txt" 2>&1
+    "$bench" --coll reducescatter -b 64M -e 64M -c 0 "$@" \
+    > "$out/round${i}_${rate}_${name}.txt" 2>&1
 }
 for i in $(seq "$rounds"); do
   run dense --algo dense -n 5 -w 1
