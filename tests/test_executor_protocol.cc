@@ -18,6 +18,8 @@
 
 #include "device/cpu/cpu_device_backend.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
+#include "plugin/nccl/proxy_transport.h"
+#include "transport/local_transport.h"
 
 using namespace gradcomp;
 using namespace gradcomp::nccl;
@@ -540,7 +542,7 @@ TEST_CASE("executor protocol: waitIdle waits for the calls in flight, bounded", 
 }
 
 // The watchdog: a job stuck in a primitive (on a GPU: the proxy inside a
-// driver call) is released after GRADCOMP_TIMEOUT_S with no help from the
+// driver call) is released after the window with no help from the
 // proxy, so the caller's stream moves on; the error names the call, the
 // primitive enqueued last and the thread; shutdown does not wait for the
 // stuck proxy forever.
@@ -560,6 +562,7 @@ TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive"
     std::lock_guard<std::mutex> lock(mu);
     reported.push_back(s);
   };
+  watch.stallS = 0.3;  // no progress callback: the window counts from the call's start
   auto engine = std::make_unique<ProxyEngine>(stream, "rank 0 of 2", 0.3, watch);
   void* buf = dev->allocate(4096);
   const auto t0 = Clock::now();
@@ -598,6 +601,7 @@ TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive"
   CHECK(err.message().find("primitive zero") != std::string::npos);
   CHECK(err.message().find("proxy thread") != std::string::npos);
   CHECK(err.message().find("GRADCOMP_TIMEOUT_S = 0.3 s") != std::string::npos);
+  CHECK(err.message().find("no progress for") != std::string::npos);
   {
     std::lock_guard<std::mutex> lock(mu);
     REQUIRE(reported.size() == 1);  // the peers hear it through the failure monitor
@@ -621,7 +625,7 @@ TEST_CASE("executor protocol: the watchdog releases a call stuck in a primitive"
 }
 
 // Shutdown (ncclCommAbort) while a call is stuck and the watchdog has not
-// fired yet: bounded (the timeout, then a grace period), the stuck proxy is
+// fired yet: bounded (the window, then a grace period), the stuck proxy is
 // left behind and the calls queued behind it get their done flags.
 TEST_CASE("executor protocol: shutdown during a stuck call is bounded and releases the queue",
           "[executor][watchdog]") {
@@ -630,7 +634,9 @@ TEST_CASE("executor protocol: shutdown during a stuck call is bounded and releas
   static HostStream stream(4);
   static std::atomic<bool> unstick{false};
   static ProxyEngine* leftBehind = nullptr;
-  auto engine = std::make_unique<ProxyEngine>(stream, "rank 0 of 2", 0.3);
+  ProxyWatch watch;
+  watch.stallS = 0.3;
+  auto engine = std::make_unique<ProxyEngine>(stream, "rank 0 of 2", 0.3, watch);
   REQUIRE(engine
               ->submit(
                   []() -> Status {
@@ -654,4 +660,174 @@ TEST_CASE("executor protocol: shutdown during a stuck call is bounded and releas
   leftBehind = engine.release();  // its thread may still use it
   CHECK(leftBehind->abandoned());
   unstick = true;
+}
+
+// Issue 40, item 3: the watchdog times progress, not the whole call, with a
+// window of at least twice GRADCOMP_TIMEOUT_S, so the inner waits' clearer
+// errors come first and a long call that keeps moving is never stopped.
+TEST_CASE("executor protocol: a call that keeps making progress outlives GRADCOMP_TIMEOUT_S",
+          "[executor][watchdog][call-path]") {
+  // The default window leaves room for a transport wait (T), the monitor's
+  // agreements (2 x 1.5 s) and the closing sync (T).
+  CHECK(ProxyEngine::stallWindow(60) >= 2 * 60 + 3);
+  CHECK(ProxyEngine::stallWindow(0.2) >= 2 * 0.2 + 3);
+  HostStream stream(4);
+  std::atomic<uint64_t> moves{0};
+  ProxyWatch watch;
+  watch.progress = [&] { return moves.load(); };
+  watch.stallS = 0.4;
+  ProxyEngine engine(stream, "rank 0 of 2", 0.2, watch);
+  CHECK(engine.stallS() == 0.4);
+  Call c = makeCall(64);
+  stream.enqueueWork([&c] {
+    for (size_t i = 0; i < c.in.size(); ++i) c.in[i] = inputWord(0, i);
+  });
+  std::atomic<bool> finished{false};
+  const auto t0 = Clock::now();
+  // 1.2 s: six times the timeout, three times the window, moving every 40 ms.
+  REQUIRE(engine.submit([&]() -> Status {
+    for (int step = 0; step < 30; ++step) {
+      moves.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+    for (size_t i = 0; i < c.in.size(); ++i) c.out[i] = c.in[i] + 1;
+    finished = true;
+    return Status::Ok();
+  }, nullptr, "oktopk allreduce #0 of 64 x float").ok());
+  stream.enqueueWork([&c] { c.seen = c.out; });
+  REQUIRE(stream.waitReleased(1, 10));
+  REQUIRE(stream.drain());
+  INFO(engine.asyncError().toString());
+  CHECK(secondsSince(t0) >= 1.1);
+  CHECK(finished);
+  CHECK(engine.asyncError().ok());
+  CHECK(stream.slot(0)->status == 0);
+  CHECK(resultSeen(c, 0));
+  CHECK_FALSE(engine.cancellation()->cancelled());
+}
+
+// A call that stops moving is released one window after its last progress
+// (not GRADCOMP_TIMEOUT_S after its start); the communicator is destroyed
+// while its proxy is stuck (shutdown leaves the proxy behind, the
+// communicator drops its own references, as onCommGone does); the job that
+// comes back late finds what it owns alive and the call cancelled, and what
+// it owned is freed once it is gone.
+TEST_CASE("executor protocol: a call without progress is released after the window; a late job "
+          "finds its state alive and cancelled",
+          "[executor][watchdog][call-path]") {
+  // The stuck proxy outlives the test: what it touches does too.
+  static HostStream stream(4);
+  static std::atomic<bool> unstick{false};
+  static std::atomic<uint64_t> moves{0};
+  static std::atomic<int> lateSaw{-1};  // 1: cancelled, with its state alive
+  static ProxyEngine* leftBehind = nullptr;
+  ProxyWatch watch;
+  watch.progress = [] { return moves.load(); };
+  watch.stallS = 0.5;
+  auto engine = std::make_unique<ProxyEngine>(stream, "rank 0 of 2", 0.2, watch);
+  // What the call uses (the communicator's transport, algorithm, residuals):
+  // shared with the job, as the CUDA executor's job shares them.
+  struct Residuals {
+    std::vector<float> values = std::vector<float>(1024, 1.0f);
+  };
+  auto owned = std::make_shared<Residuals>();
+  std::weak_ptr<Residuals> observed = owned;
+  const std::shared_ptr<const CallCancel> cancel = engine->cancellation();
+  const auto t0 = Clock::now();
+  REQUIRE(engine
+              ->submit(
+                  [owned, cancel]() -> Status {
+                    for (int step = 0; step < 8; ++step) {  // 0.4 s of progress
+                      moves.fetch_add(1);
+                      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                    }
+                    while (!unstick.load())  // then stuck (a driver call)
+                      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    owned->values[0] += 1;  // alive: the job owns it
+                    lateSaw = cancel->cancelled() ? 1 : 0;
+                    return cancel->check();  // refuses its next step
+                  },
+                  nullptr, "qsgd allreduce #0 of 1024 x float")
+              .ok());
+  REQUIRE(stream.waitReleased(1, 10));
+  const double released = secondsSince(t0);
+  CHECK(released >= 0.4 + 0.5 - 0.05);  // the window counts from the last progress
+  CHECK(released < 5.0);
+  CHECK(stream.hangs_ == 0);
+  CHECK(stream.slot(0)->status == uint64_t(Err::Timeout));
+  const Status err = engine->asyncError();
+  INFO(err.toString());
+  CHECK(err.code() == Err::Timeout);
+  CHECK(err.message().find("no progress") != std::string::npos);
+  CHECK(err.message().find("qsgd allreduce #0 of 1024 x float") != std::string::npos);
+  CHECK(cancel->cancelled());  // before the stream moved on
+  CHECK(cancel->check().message() == err.message());
+  // The communicator goes away with the proxy still stuck.
+  engine->shutdown(true);
+  CHECK(engine->abandoned());
+  leftBehind = engine.release();  // its thread may still use it
+  owned.reset();                  // the communicator's own reference
+  CHECK_FALSE(observed.expired());  // the stuck job still owns it
+  unstick = true;
+  const auto t1 = Clock::now();
+  while ((lateSaw.load() < 0 || !observed.expired()) && secondsSince(t1) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  CHECK(lateSaw.load() == 1);
+  CHECK(observed.expired());  // freed once the job is gone
+  CHECK(leftBehind->abandoned());
+}
+
+// After the watchdog fires, what the stuck job still tries on its transport
+// (the CUDA executor's job runs on a CancellableTransport) is refused with
+// the watchdog's error: posts, waits for what it posted before, tests.
+TEST_CASE("executor protocol: after the watchdog fires the job's further transport work is "
+          "refused",
+          "[executor][watchdog][call-path]") {
+  HostStream stream(2);
+  std::atomic<bool> unstick{false};
+  ProxyWatch watch;
+  watch.stallS = 0.4;
+  ProxyEngine engine(stream, "rank 0 of 2", 0.2, watch);
+  // Rank 0's transport (the inner waits far longer than the window, like a
+  // proxy stuck where no inner bound applies).
+  std::vector<std::unique_ptr<transport::Transport>> nets = transport::createLocalTransports(2, 30);
+  std::shared_ptr<transport::Transport> inner(std::move(nets[0]));
+  auto net = std::make_shared<CancellableTransport>(inner, engine.cancellation());
+  const std::shared_ptr<const CallCancel> cancel = engine.cancellation();
+  struct Late {
+    Status posted, send, recv, wait, test, next;
+    std::atomic<bool> done{false};
+  };
+  auto late = std::make_shared<Late>();
+  float in = 0, out = 0;
+  REQUIRE(engine.submit([&, late, net, cancel]() -> Status {
+    transport::Handle h = 0, h2 = 0;
+    late->posted = net->irecv(1, 7, &in, sizeof in, &h);  // before: fine
+    while (!unstick.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    late->send = net->isend(1, 8, &out, sizeof out, &h2);
+    late->recv = net->irecv(1, 9, &in, sizeof in, &h2);
+    bool done = false;
+    late->test = net->test(h, &done, nullptr);
+    late->wait = net->wait(h);
+    late->next = cancel->check();  // the job's own check before its next step
+    late->done = true;
+    return late->next;
+  }, nullptr).ok());
+  REQUIRE(stream.waitReleased(1, 10));
+  CHECK(engine.asyncError().code() == Err::Timeout);
+  unstick = true;
+  const auto t0 = Clock::now();
+  while (!late->done.load() && secondsSince(t0) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(late->done.load());
+  CHECK(late->posted.ok());
+  const std::string why = engine.asyncError().message();
+  for (const Status* s : {&late->send, &late->recv, &late->test, &late->wait, &late->next}) {
+    INFO(s->toString());
+    CHECK(s->code() == Err::Timeout);
+    CHECK(s->message() == why);
+  }
+  CHECK(net->operations() == 1);  // only the post before the watchdog went through
+  engine.shutdown(false);
+  REQUIRE(stream.drain());
 }

@@ -7,7 +7,7 @@ namespace gradcomp::nccl {
 std::vector<std::pair<int, algo::autosel::TunerReport>> autoReports(const CommState& state) {
   std::vector<std::pair<int, algo::autosel::TunerReport>> out;
   for (const auto& [rule, rt] : state.runtimes)
-    if (const auto* t = algo::autosel::tunerOf(static_cast<const algo::Algorithm*>(rt.algorithm.get())))
+    if (const auto* t = algo::autosel::tunerOf(static_cast<const algo::Algorithm*>(rt->algorithm.get())))
       out.emplace_back(rule, t->report());
   return out;
 }

@@ -55,8 +55,10 @@ struct CommStats {
   ReduceScatterStats reduceScatter;
 };
 
-// Algorithm instance and parameters for one rule (-1: the defaults).
-struct RuleRuntime {
+// Algorithm instance and parameters for one rule (-1: the defaults). Shared:
+// an asynchronous executor's job keeps the runtime it runs (shared_from_this)
+// until the job is gone, also past the communicator's destruction.
+struct RuleRuntime : std::enable_shared_from_this<RuleRuntime> {
   std::string algoName;
   std::unique_ptr<algo::Algorithm> algorithm;
   param::Overrides config;
@@ -81,10 +83,13 @@ struct CommState {
     disabledKind = kind;
     disabledWhy = std::move(why);
   }
-  std::unique_ptr<transport::Transport> net;
-  std::map<int, RuleRuntime> runtimes;
-  std::map<int, RuleRuntime> rsRuntimes;  // ncclReduceScatter's, by rule
-  std::unique_ptr<algo::ErrorFeedbackStore> errorFeedback;
+  // Shared with the jobs of an asynchronous executor (CompressedCall's
+  // owners): destroying the communicator drops these references, and a job
+  // still running (a proxy stuck past the watchdog) frees them when it ends.
+  std::shared_ptr<transport::Transport> net;
+  std::map<int, std::shared_ptr<RuleRuntime>> runtimes;
+  std::map<int, std::shared_ptr<RuleRuntime>> rsRuntimes;  // ncclReduceScatter's, by rule
+  std::shared_ptr<algo::ErrorFeedbackStore> errorFeedback;
   // Agreed at wiring over `net` (transport/host_topology.h); rule algorithms
   // are wrapped in the hierarchical schedule when topology.hierarchical.
   transport::HostTopology topology;

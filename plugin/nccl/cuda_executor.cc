@@ -37,6 +37,7 @@
 #include "device/cuda/stream_signals.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
 #include "plugin/nccl/cuda_probe.h"
+#include "plugin/nccl/proxy_transport.h"
 #include "transport/failure_monitor.h"
 #include "transport/placement.h"
 
@@ -63,12 +64,32 @@ class SignalAdapter final : public StreamSide {
   std::unique_ptr<device::exec::CudaSignals> signals_;
 };
 
+// Shared pieces are shared with the jobs (JobOwners).
 struct CommProxy {
   int device = -1;
-  algo::CallBudget budget;  // what each call reserves before its stream is parked
-  std::unique_ptr<device::CudaBackend> backend;
+  // What each call reserves before its stream is parked.
+  std::shared_ptr<algo::CallBudget> budget = std::make_shared<algo::CallBudget>();
+  std::shared_ptr<device::CudaBackend> backend;
+  // The communicator's transport as its jobs see it (refused once the
+  // watchdog cancels): one for the communicator's life, at a stable address.
+  std::shared_ptr<CancellableTransport> net;
   std::unique_ptr<SignalAdapter> side;
   std::unique_ptr<ProxyEngine> engine;  // stopped first (joins the proxy)
+};
+
+// Everything a job touches, owned by the job as well as by its communicator:
+// a job that comes back after its communicator was destroyed (a proxy stuck
+// past the watchdog and left behind) finds it all alive, and the last of it
+// is freed when the job is gone. Members go bottom-up: the algorithm state
+// and residuals (backend memory, references to the transport) first, the
+// backend last.
+struct JobOwners {
+  std::shared_ptr<device::CudaBackend> backend;
+  std::shared_ptr<algo::CallBudget> budget;
+  std::shared_ptr<transport::Transport> communicatorNet;  // null: the caller owns it
+  std::shared_ptr<CancellableTransport> net;
+  std::shared_ptr<algo::ErrorFeedbackStore> residuals;
+  std::shared_ptr<const void> runtime;  // algorithm, configurations, name
 };
 
 // What released communicators leave behind. The communicator's algorithm
@@ -79,7 +100,7 @@ struct CommProxy {
 // may still have their last waits on them enqueued. A stream and a few
 // kilobytes per destroyed communicator, for the rest of the process.
 struct Retired {
-  std::unique_ptr<device::CudaBackend> backend;
+  std::shared_ptr<device::CudaBackend> backend;
   std::unique_ptr<SignalAdapter> side;
 };
 std::vector<Retired>& retired() {
@@ -107,10 +128,17 @@ class CudaExecutor final : public Executor {
     device::CurrentDevice current(ordinal);
     GC_CHECK(current.status());
     CommProxy* comm = nullptr;
-    GC_CHECK(commFor(call.net, ordinal, &comm));
+    GC_CHECK(commFor(call, ordinal, &comm));
     device::CudaBackend* dev = comm->backend.get();
-    algo::CallBudget* budget = &comm->budget;
-    const CompressedCall job = call;
+    algo::CallBudget* budget = comm->budget.get();
+    CompressedCall job = call;
+    auto owners = std::make_shared<JobOwners>();
+    owners->backend = comm->backend;
+    owners->budget = comm->budget;
+    owners->communicatorNet = std::move(job.ownsNet);
+    owners->net = comm->net;
+    owners->residuals = std::move(job.ownsResiduals);
+    owners->runtime = std::move(job.ownsRuntime);
     const std::string name = call.algorithmName ? call.algorithmName : "compressed";
     // The proxy contract: plans and memory for the call are made here, on the
     // calling thread, before its stream is parked (algorithms/call_budget.h).
@@ -134,17 +162,25 @@ class CudaExecutor final : public Executor {
       sig = std::make_shared<const algo::CallSignature>(algo::callSignature(
           *call.asked, call.askedConfig ? *call.askedConfig : *call.config, call.callSeq,
           call.args));
+    std::shared_ptr<const CallCancel> cancel = comm->engine->cancellation();
     return comm->engine->submit(
-        [job, dev, budget, name, promise, sig]() -> Status {
+        [job, owners, name, promise, sig, cancel]() -> Status {
+          device::CudaBackend* dev = owners->backend.get();
           device::CurrentDevice proxyDevice(dev->deviceOrdinal());  // the proxy thread's
           GC_CHECK(proxyDevice.status());
-          algo::Context ctx{*job.net, *dev, *job.config, job.callSeq, job.errorFeedback};
-          if (job.algorithmName) job.net->setActivity(job.algorithmName);
-          const Status ran = budget->run(*job.algorithm, name, ctx, job.args, promise, sig.get());
+          // The job runs on the cancellable transport: once the watchdog
+          // gave up on the call, its further communication is refused.
+          algo::Context ctx{*owners->net, *dev, *job.config, job.callSeq, job.errorFeedback};
+          if (job.algorithmName) owners->net->setActivity(job.algorithmName);
+          const Status ran =
+              owners->budget->run(*job.algorithm, name, ctx, job.args, promise, sig.get());
           // Also after a failure half-way: no kernel of this call may still
           // write recvBuf once done lets the caller's stream go on.
           const Status synced = dev->sync();
-          return ran.ok() ? synced : ran;
+          if (!ran.ok()) return ran;
+          // Released by the watchdog meanwhile: the result is not this call's.
+          GC_CHECK(cancel->check());
+          return synced;
         },
         stream, what);
   }
@@ -167,8 +203,13 @@ class CudaExecutor final : public Executor {
     // Every queued call gets its done flag before the proxy stops.
     gone->engine->shutdown(abortPending);
     if (gone->engine->abandoned()) {
-      // A proxy stuck in the driver may still wake up and use all of it.
-      (void)gone.release();
+      // A proxy stuck in the driver may still wake up: it then runs the
+      // engine's code and writes the slots (left behind, a few kilobytes).
+      // Its job owns everything else it uses (JobOwners, cancelled: its
+      // transport refuses every later step) and frees it when it ends; the
+      // backend is not retired, a primitive may still run on it.
+      (void)gone->engine.release();
+      (void)gone->side.release();
       return;
     }
     gone->engine.reset();
@@ -208,13 +249,16 @@ class CudaExecutor final : public Executor {
     };
   }
 
-  Status commFor(transport::Transport* net, int device, CommProxy** out) {
+  Status commFor(const CompressedCall& call, int device, CommProxy** out) {
+    transport::Transport* net = call.net;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = comms_.find(net);
     if (it == comms_.end()) {
       auto proxy = std::make_unique<CommProxy>();
       proxy->device = device;
-      GC_CHECK(device::CudaBackend::create(device, &proxy->backend));
+      std::unique_ptr<device::CudaBackend> backend;
+      GC_CHECK(device::CudaBackend::create(device, &backend));
+      proxy->backend = std::move(backend);
       std::unique_ptr<device::exec::CudaSignals> signals;
       GC_CHECK(device::exec::CudaSignals::create(kDepth, &signals));
       proxy->side = std::make_unique<SignalAdapter>(std::move(signals));
@@ -229,6 +273,24 @@ class CudaExecutor final : public Executor {
       watch.step = [dev] {
         const char* p = dev->lastPrimitive();
         return std::string("primitive ") + (p ? p : "(none yet)") + " (enqueued last)";
+      };
+      // The transport's owner is the communicator's state (through the
+      // call); without one the caller keeps it alive (tests).
+      std::shared_ptr<transport::Transport> inner =
+          call.ownsNet ? call.ownsNet : std::shared_ptr<transport::Transport>(std::shared_ptr<void>(), net);
+      watch.cancel = std::make_shared<CallCancel>();
+      proxy->net = std::make_shared<CancellableTransport>(std::move(inner), watch.cancel);
+      // Progress: the job's transport operations, and each change of the
+      // primitive enqueued last (both lock-free: a stuck primitive holds the
+      // backend's lock). Called on the watchdog thread only, which shutdown
+      // joins before the communicator lets go of either.
+      watch.progress = [guarded = std::weak_ptr<CancellableTransport>(proxy->net), dev,
+                        last = static_cast<const char*>(nullptr),
+                        changes = uint64_t(0)]() mutable -> uint64_t {
+        const char* p = dev->lastPrimitive();
+        if (p != last) last = p, ++changes;
+        const std::shared_ptr<CancellableTransport> t = guarded.lock();
+        return changes + (t ? t->operations() : 0);
       };
       proxy->engine = std::make_unique<ProxyEngine>(
           *proxy->side, "rank " + std::to_string(net->rank()) + " of " +

@@ -38,7 +38,12 @@ bool pollUntil(Cond cond, Stop stop, double timeoutS) {
 
 ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS, ProxyWatch watch,
                          std::function<void()> threadInit)
-    : side_(side), name_(std::move(name)), timeoutS_(timeoutS), watch_(std::move(watch)) {
+    : side_(side),
+      name_(std::move(name)),
+      timeoutS_(timeoutS),
+      watch_(std::move(watch)),
+      stallS_(watch_.stallS > 0 ? watch_.stallS : stallWindow(timeoutS)),
+      cancel_(watch_.cancel ? watch_.cancel : std::make_shared<CallCancel>()) {
   thread_ = std::thread([this, init = std::move(threadInit)] {
     if (init) init();
     proxyLoop();
@@ -47,6 +52,19 @@ ProxyEngine::ProxyEngine(StreamSide& side, std::string name, double timeoutS, Pr
     exitCv_.notify_all();
   });
   watchdog_ = std::thread([this] { watchdogLoop(); });
+}
+
+Status CallCancel::check() const {
+  if (!cancelled()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  return why_;
+}
+
+void CallCancel::cancel(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled()) return;
+  why_ = why;
+  cancelled_.store(true, std::memory_order_release);
 }
 
 ProxyEngine::~ProxyEngine() { shutdown(false); }
@@ -215,9 +233,11 @@ void ProxyEngine::releaseQueued(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
-// Wakes a few times per timeout; needs no CUDA call to release a stream.
+// Wakes a few times per window; needs no CUDA call to release a stream.
 void ProxyEngine::watchdogLoop() {
-  const auto tick = std::chrono::duration<double>(std::min(0.25, std::max(0.01, timeoutS_ / 8)));
+  const auto tick = std::chrono::duration<double>(std::min(0.25, std::max(0.01, stallS_ / 8)));
+  uint64_t seenSeq = ~uint64_t(0), seenProgress = 0;
+  Clock::time_point movedAt;
   std::unique_lock<std::mutex> lock(mu_);
   while (!proxyExited_) {
     exitCv_.wait_for(lock, tick);
@@ -227,16 +247,33 @@ void ProxyEngine::watchdogLoop() {
     // proxy would have completed them without running.
     if (watchdogFired_) releaseQueued(lock);
     if (!running_ || released_) continue;
+    // Progress: a new call, or the running call's counter moved. The
+    // counter is read outside mu_ (it must never wait for the proxy).
+    const uint64_t seq = current_.seq;
+    const Clock::time_point started = startedAt_;
+    lock.unlock();
+    const uint64_t progress = watch_.progress ? watch_.progress() : 0;
+    lock.lock();
+    if (seq != seenSeq) {
+      seenSeq = seq;
+      seenProgress = progress;
+      movedAt = started;
+    } else if (progress != seenProgress) {
+      seenProgress = progress;
+      movedAt = Clock::now();
+    }
+    if (!running_ || released_ || current_.seq != seq) continue;
+    const double still = std::chrono::duration<double>(Clock::now() - movedAt).count();
+    if (still < stallS_) continue;
     const double ran = std::chrono::duration<double>(Clock::now() - startedAt_).count();
-    if (ran < timeoutS_) continue;
     const std::string step = watch_.step ? watch_.step() : std::string();
     Status st = makeStatus(
         Err::Timeout,
-        "CUDA executor (%s): call %llu%s%s did not finish within GRADCOMP_TIMEOUT_S = %g s; "
-        "stalled on the proxy thread%s%s. The watchdog released the caller's stream; the "
-        "communicator is failed",
+        "CUDA executor (%s): call %llu%s%s made no progress for %.1f s (the watchdog's window; "
+        "GRADCOMP_TIMEOUT_S = %g s) after running %.1f s; stalled on the proxy thread%s%s. The "
+        "watchdog released the caller's stream; the communicator is failed",
         name_.c_str(), (unsigned long long)current_.seq, current_.what.empty() ? "" : ", ",
-        current_.what.c_str(), timeoutS_, step.empty() ? "" : " at ", step.c_str());
+        current_.what.c_str(), still, timeoutS_, ran, step.empty() ? "" : " at ", step.c_str());
     released_ = true;  // from here the proxy leaves this call's words alone
     watchdogFired_ = true;
     exitCv_.notify_all();  // a shutdown waiting for the proxy stops waiting
@@ -245,9 +282,12 @@ void ProxyEngine::watchdogLoop() {
       failed_ = true;
     }
     const Pending stuck{current_.seq, current_.slot, nullptr, {}};
+    const Status reason = error_;
     lock.unlock();
-    // Reported before the stream moves on, as waitReady does: whoever sees
-    // the call released finds the peers told and the error set.
+    // Cancelled and reported before the stream moves on, as waitReady
+    // reports: whoever sees the call released finds its job's later steps
+    // refused, the peers told and the error set.
+    cancel_->cancel(reason);
     GC_WARN("%s", st.toString().c_str());
     if (watch_.reportOwnFailure) watch_.reportOwnFailure(st);
     Slot* s = side_.slot(stuck.slot);

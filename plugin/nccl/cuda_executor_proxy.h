@@ -17,15 +17,25 @@
 // - after the first failure every later call completes with that error
 //   without running (the transport is broken), asyncError() reports it and
 //   submit() refuses new calls.
-// - a watchdog thread releases a call whose job has run GRADCOMP_TIMEOUT_S
-//   without finishing (the proxy stuck in a primitive, a driver call, a
-//   peer that never answers): it writes the slot's status and done words --
-//   plain stores to mapped memory, no CUDA call -- so the caller's stream goes
-//   on, and fails the engine with a message naming the call, its step (the
-//   primitive enqueued last) and the thread; the calls queued behind it are
-//   completed with that error too (the stuck proxy would never reach them).
-//   The stuck proxy is abandoned at shutdown if it has not come back;
-//   shutdown never joins without a bound.
+// - a watchdog thread releases a call whose job has made no progress for the
+//   stall window (ProxyWatch::progress did not move: no transport operation,
+//   no primitive enqueued), 2 x GRADCOMP_TIMEOUT_S + 4 s by default: every
+//   wait inside a job is bounded by GRADCOMP_TIMEOUT_S without progress
+//   (transport waits, the backend's sync), plus at most 2 x 1.5 s for the
+//   failure monitor's agreements, so their clearer errors always come first,
+//   and a long call that keeps moving is never stopped. The watchdog catches
+//   what no inner bound covers (the proxy stuck in a driver call). It
+//   cancels the engine's CallCancel first (the job's transport refuses every
+//   later step: proxy_transport.h), then writes the slot's status and done
+//   words -- plain stores to mapped memory, no CUDA call -- so the caller's
+//   stream goes on, and fails the engine with a message naming the call, its
+//   step (the primitive enqueued last) and the thread; the calls queued
+//   behind it are completed with that error too (the stuck proxy would never
+//   reach them). The stuck proxy is abandoned at shutdown if it has not come
+//   back; shutdown never joins without a bound. What a job touches is owned
+//   by the job itself (shared ownership, cuda_executor.cc), so a job that
+//   comes back after its communicator was destroyed finds it all alive, and
+//   frees it when it ends.
 #pragma once
 
 #include <atomic>
@@ -35,6 +45,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,6 +67,24 @@ class StreamSide {
   virtual Status enqueueWaitDone(int i, uint64_t seq, void* stream) = 0;
 };
 
+// Set once, when the watchdog gives up on a call: the communicator is failed
+// from then on and whatever its stuck job still tries afterwards is refused
+// (proxy_transport.h checks it at every transport step). Shared: a job keeps
+// it past its engine. Any thread.
+class CallCancel {
+ public:
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Ok while not cancelled, else why.
+  Status check() const;
+  // The first reason wins.
+  void cancel(const Status& why);
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  Status why_;
+};
+
 // The communicator's failure monitor, seen through two callbacks (either may
 // be empty): a failure the ranks agreed on ends the proxy's waits for the
 // stream at once instead of after their own timeout, and a failure of this
@@ -64,6 +93,16 @@ struct ProxyWatch {
   std::function<Status()> agreedFailure;             // Ok while there is none
   std::function<void(const Status&)> reportOwnFailure;
   std::function<std::string()> step;  // what the running call does now (watchdog)
+  // A counter that moves while the running call makes progress (transport
+  // operations, primitives enqueued); the start of a call counts too. Read
+  // on the watchdog thread only: cheap, never blocking (no lock a stuck
+  // primitive may hold). Empty: only a call's start counts.
+  std::function<uint64_t()> progress;
+  // The watchdog's window without progress, in seconds; 0: stallWindow().
+  double stallS = 0;
+  // What the watchdog cancels when it gives up on a call (null: the engine
+  // makes its own): given here when the job's transport is made first.
+  std::shared_ptr<CallCancel> cancel;
 };
 
 class ProxyEngine {
@@ -71,6 +110,9 @@ class ProxyEngine {
   // Runs on the proxy thread once the stream reached the call; its kernels
   // have completed when it returns (the CUDA executor ends it with a sync).
   using Job = std::function<Status()>;
+
+  // The watchdog's default window: 2 x GRADCOMP_TIMEOUT_S + 4 s (see the top).
+  static double stallWindow(double timeoutS) { return 2 * timeoutS + 4.0; }
 
   // name: for messages ("communicator #3"); timeoutS: GRADCOMP_TIMEOUT_S;
   // threadInit (may be empty): runs first on the proxy thread (CPU binding).
@@ -98,6 +140,10 @@ class ProxyEngine {
   // True after a shutdown that left a stuck proxy thread behind: the engine
   // and what its jobs use must then never be destroyed (the thread may wake).
   bool abandoned() const { return abandoned_.load(); }
+  // Cancelled when the watchdog fires (before the stuck call's stream is
+  // released): a job captures it and refuses its further work once set.
+  std::shared_ptr<const CallCancel> cancellation() const { return cancel_; }
+  double stallS() const { return stallS_; }
 
   uint64_t submitted() const { return nextSeq_; }
   uint64_t completed() const { return completed_.load(); }
@@ -126,6 +172,8 @@ class ProxyEngine {
   const std::string name_;
   const double timeoutS_;
   const ProxyWatch watch_;
+  const double stallS_;
+  const std::shared_ptr<CallCancel> cancel_;
   uint64_t nextSeq_ = 0;  // calling thread only (the interposer serializes a comm)
 
   mutable std::mutex mu_;

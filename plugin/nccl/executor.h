@@ -7,6 +7,7 @@
 //   (no CUDA in the build, no device) such calls pass through to NCCL.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "algorithms/algorithm.h"
@@ -27,6 +28,15 @@ struct CompressedCall {
   // the host executor exchanges and checks it (algorithms/call_check.h).
   const algo::AlgorithmInfo* asked = nullptr;
   const param::Overrides* askedConfig = nullptr;
+  // Owners of what the pointers above point into (the rule's runtime owns
+  // the algorithm, auto's candidates, the configurations and the name).
+  // Null for a caller that outlives the call (tests). An asynchronous
+  // executor's job keeps them until the job is gone, so a communicator
+  // destroyed while its job still runs (a proxy stuck past the watchdog,
+  // then abandoned) frees nothing the job may touch.
+  std::shared_ptr<transport::Transport> ownsNet;
+  std::shared_ptr<const void> ownsRuntime;
+  std::shared_ptr<algo::ErrorFeedbackStore> ownsResiduals;
 };
 
 class Executor {

@@ -123,6 +123,9 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   call.errorFeedback = st.errorFeedback.get();
   call.asked = algo::findAlgorithm(rt.algoName);  // the rule's algorithm: auto, not its candidate
   call.askedConfig = &rt.config;
+  call.ownsNet = st.net;
+  call.ownsRuntime = rt.shared_from_this();
+  call.ownsResiduals = st.errorFeedback;
   // An asynchronous executor's proxy thread owns the transport and the
   // residuals until the call finishes: read neither here.
   const bool sync = exec.synchronous();

@@ -132,7 +132,9 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
   // The UCX context is process-wide: the GPU of the first communicator that
   // creates it picks its NIC (transport/placement.h).
   if (executor == "cuda") transport::setPlacementDevice(pciBusId());
-  Status made = transport::createUcxTransport(exchange, transport::UcxOptions{}, &state.net);
+  std::unique_ptr<transport::Transport> net;
+  Status made = transport::createUcxTransport(exchange, transport::UcxOptions{}, &net);
+  state.net = std::move(net);
   std::string verdict = made.ok() ? "ok" : made.toString();
   std::vector<std::string> verdicts;
   GC_CHECK(exchange.allgather(verdict, &verdicts));
@@ -144,7 +146,9 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
             (unsigned long long)state.id.index, state.disabledWhy.c_str());
     return Status::Ok();
   }
-  Status ef = algo::ErrorFeedbackStore::create(param::Overrides{}, &state.errorFeedback);
+  std::unique_ptr<algo::ErrorFeedbackStore> residuals;
+  Status ef = algo::ErrorFeedbackStore::create(param::Overrides{}, &residuals);
+  state.errorFeedback = std::move(residuals);
   if (!ef.ok()) {
     // Same configuration everywhere, so every rank fails alike.
     state.net.reset();
@@ -181,10 +185,11 @@ Status wireCommunicator(const Policy& policy, CommState& state) {
 Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime** out) {
   auto it = state.runtimes.find(rule);
   if (it != state.runtimes.end()) {
-    *out = &it->second;
+    *out = it->second.get();
     return Status::Ok();
   }
-  RuleRuntime rt;
+  auto made = std::make_shared<RuleRuntime>();
+  RuleRuntime& rt = *made;
   const Rule* r = rule >= 0 ? &policy.rules[size_t(rule)] : nullptr;
   rt.algoName = r && !r->algo.empty() ? r->algo : policy.algo;
   GC_CHECK(algorithmOverrides(policy, rule, &rt.config));
@@ -197,9 +202,8 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
         algo::hierarchy::makeHierarchical(std::move(rt.algorithm), state.topology.hostRanks);
   else if (state.topology.hierarchical)
     GC_INFO(ALGO, "%s runs flat over all ranks: it has no hierarchical form", info->name.c_str());
-  auto [pos, inserted] = state.runtimes.emplace(rule, std::move(rt));
-  (void)inserted;
-  *out = &pos->second;
+  *out = made.get();
+  state.runtimes.emplace(rule, std::move(made));
   return Status::Ok();
 }
 
@@ -207,10 +211,11 @@ Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
                                RuleRuntime** out) {
   auto it = state.rsRuntimes.find(rule);
   if (it != state.rsRuntimes.end()) {
-    *out = &it->second;
+    *out = it->second.get();
     return Status::Ok();
   }
-  RuleRuntime rt;
+  auto made = std::make_shared<RuleRuntime>();
+  RuleRuntime& rt = *made;
   Verdict why = Verdict::Off;
   rt.algoName = reduceScatterAlgo(policy, rule, &why);
   const algo::AlgorithmInfo* info = algo::findAlgorithm(rt.algoName);
@@ -223,10 +228,12 @@ Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
         algo::hierarchy::makeHierarchical(std::move(rt.algorithm), state.topology.hostRanks);
   else if (state.topology.hierarchical)
     GC_INFO(ALGO, "reduce-scatter by %s runs flat over all ranks", info->name.c_str());
-  *out = &state.rsRuntimes.emplace(rule, std::move(rt)).first->second;
+  *out = made.get();
+  state.rsRuntimes.emplace(rule, std::move(made));
   return Status::Ok();
 }
 
+// Drops the communicator's references; a job still running keeps its own.
 void unwireCommunicator(CommState& state) {
   if (!state.runtimes.empty()) state.autoFinal = autoReports(state);
   state.runtimes.clear();
