@@ -82,17 +82,36 @@ struct Context {
   ErrorFeedbackStore* errorFeedback = nullptr;
 };
 
+struct AlgorithmInfo;
+
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
-  // Collective; all ranks call with the same count/dtype/op/bufferKey.
-  virtual Status allreduce(Context& ctx, const AllreduceArgs& args) = 0;
-  // The reduce-scatter form (args.coll == ReduceScatter, layout above), for
-  // algorithms whose AlgorithmInfo has a reduceScatterReference; error
-  // feedback keeps residuals of the whole sendBuf tensor (residualKey).
-  // The default refuses (Unsupported): callers check hasReduceScatter().
-  virtual Status reduceScatter(Context& ctx, const AllreduceArgs& args);
-  virtual bool hasReduceScatter() const { return false; }
+  // The entry points: every algorithm gets the same checks here and
+  // implements runAllreduce / runReduceScatter below. allreduce() runs only
+  // an allreduce: handed args.coll == ReduceScatter it refuses
+  // (InvalidArgument) before touching anything. reduceScatter() (layout
+  // above) runs only a reduce-scatter, and only where hasReduceScatter()
+  // (else Unsupported naming the algorithm). Both check the call's
+  // arguments with checkCallArgs first. Collective; all ranks call with the
+  // same count/dtype/op/bufferKey. Callers holding a call of either kind use
+  // runCollective.
+  // allreduce() is still virtual only so that a test double written before
+  // runAllreduce existed keeps compiling (tests/test_call_path_device.cc);
+  // an override skips the checks, so no algorithm overrides it, and it
+  // becomes non-virtual once that double overrides runAllreduce.
+  virtual Status allreduce(Context& ctx, const AllreduceArgs& args);
+  Status reduceScatter(Context& ctx, const AllreduceArgs& args);
+  // Whether it has a reduce-scatter form: what its registry entry says
+  // (AlgorithmInfo::hasReduceScatter, the one source). An algorithm made
+  // outside the registry (a test's, FlushDense) has none.
+  bool hasReduceScatter() const;
+  // Its registry entry (set by the registry's factory; a wrapper such as the
+  // hierarchical form takes the wrapped algorithm's); nullptr outside it.
+  const AlgorithmInfo* info() const { return info_; }
+  void setInfo(const AlgorithmInfo* info) { info_ = info; }
+  // Its registry name, for messages ("an unregistered algorithm" without one).
+  std::string name() const;
   // The proxy contract (docs/design.md): runs on the calling thread before the
   // caller's stream is parked on allreduce(ctx, args), which may then run on
   // another thread while this one prepares the next call. Makes what a
@@ -119,6 +138,20 @@ class Algorithm {
 // central state (residuals, thresholds) in the object, one object per run,
 // called once per collective in the same order as the distributed algorithm.
 class Reference {
+
+ protected:
+  // The schedules, called by the entry points above with checked arguments
+  // (args.coll says which). error feedback of a reduce-scatter keeps
+  // residuals of the whole sendBuf tensor (residualKey). runReduceScatter
+  // runs only where the registry entry has a reduceScatterReference; the
+  // default says the two disagree (Internal). Every algorithm implements
+  // runAllreduce (its default, Internal, exists only for the transition
+  // noted at allreduce()).
+  virtual Status runAllreduce(Context& ctx, const AllreduceArgs& args);
+  virtual Status runReduceScatter(Context& ctx, const AllreduceArgs& args);
+
+ private:
+  const AlgorithmInfo* info_ = nullptr;
  public:
   virtual ~Reference() = default;
   // The run's algorithm parameters (the same Overrides the algorithm sees in
@@ -150,13 +183,18 @@ class Reference {
 };
 
 // Runs args.coll on `alg`: allreduce() or reduceScatter(); the one entry the
-// executors, CallBudget and tools use. A reduce-scatter whose count is not a
-// multiple of the ranks or whose buffers overlap other than in NCCL's
-// in-place layout is an InvalidArgument naming the argument.
+// executors, CallBudget and tools use.
 Status runCollective(Algorithm& alg, Context& ctx, const AllreduceArgs& args);
-// The checks runCollective makes of a reduce-scatter's arguments (exposed
-// for the interposer, which passes such calls through to NCCL instead).
-Status checkReduceScatterArgs(const AllreduceArgs& args, int nranks, int rank);
+// The one check of a call's arguments, made by Algorithm::allreduce and
+// reduceScatter and by the C API and the NCCL interposer before them (which
+// name the arguments their own way or pass such a call through to NCCL):
+// args.coll, dtype and op values; count * element size within size_t; a
+// reduce-scatter's count a multiple of nranks; non-null buffers when count
+// > 0; buffers disjoint or in place (allreduce: recvBuf == sendBuf;
+// reduce-scatter: NCCL's layout, recvBuf == sendBuf + rank * recvcount
+// elements). InvalidArgument naming the argument; messages begin with
+// "allreduce: " or "reduce-scatter: ".
+Status checkCallArgs(const AllreduceArgs& args, int nranks, int rank);
 
 struct AlgorithmInfo {
   std::string name;
@@ -177,7 +215,12 @@ void registerAlgorithm(AlgorithmInfo info);
 const AlgorithmInfo* findAlgorithm(const std::string& name);
 // The schedules (selectors left out), sorted by name.
 std::vector<const AlgorithmInfo*> listAlgorithms();
+  // Its presence is the one statement that the algorithm has a
+  // reduce-scatter form (hasReduceScatter below; Algorithm::hasReduceScatter
+  // reads it; the plugin, the C API and the tools ask it).
 // "dense, oktopk, ..." (the schedules) for error messages.
+
+  bool hasReduceScatter() const { return bool(reduceScatterReference); }
 std::string algorithmNames();
 // "auto" (the selectors), for messages listing everything GRADCOMP_ALGO accepts.
 std::string selectorNames();
@@ -188,6 +231,8 @@ struct Registrar {
 
 }  // namespace gradcomp::algo
 
+// "cltk, dense, ..." (the schedules with a reduce-scatter form), for messages.
+std::string reduceScatterNames();
 // Use at namespace scope in the algorithm's .cc; the static library is linked
 // whole-archive into every binary so registrars are never dropped.
 #define GC_REGISTER_ALGORITHM(id, ...) \

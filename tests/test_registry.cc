@@ -12,7 +12,9 @@ namespace {
 
 class NoopAlgorithm final : public algo::Algorithm {
  public:
-  Status allreduce(algo::Context&, const algo::AllreduceArgs&) override { return Status::Ok(); }
+  Status runAllreduce(algo::Context&, const algo::AllreduceArgs&) override {
+    return Status::Ok();
+  }
 };
 
 }  // namespace

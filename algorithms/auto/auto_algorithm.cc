@@ -8,7 +8,7 @@
 
 namespace gradcomp::algo::autosel {
 
-Status AutoAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
+Status AutoAlgorithm::runAllreduce(Context& ctx, const AllreduceArgs& args) {
   if (!tuner_.calibrated()) GC_CHECK(tuner_.calibrate(ctx));
   AutoTuner::Decision d;
   GC_CHECK(tuner_.plan(ctx, args, true, &d));

@@ -13,7 +13,7 @@ namespace gradcomp::algo::autosel {
 
 class AutoAlgorithm final : public Algorithm {
  public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override;
+  Status runAllreduce(Context& ctx, const AllreduceArgs& args) override;
   Status prepare(Context& ctx, const AllreduceArgs& args) override {
     return tuner_.prepare(ctx, args);
   }

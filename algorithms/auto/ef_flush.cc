@@ -4,7 +4,7 @@
 
 namespace gradcomp::algo::autosel {
 
-Status FlushDense::allreduce(Context& ctx, const AllreduceArgs& args) {
+Status FlushDense::runAllreduce(Context& ctx, const AllreduceArgs& args) {
   ErrorFeedbackStore* ef = ctx.errorFeedback;
   if (ef == nullptr || !ef->enabled() || !isFloating(args.dtype) || args.count == 0)
     return dense_->allreduce(ctx, args);

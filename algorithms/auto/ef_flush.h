@@ -17,7 +17,7 @@ namespace gradcomp::algo::autosel {
 class FlushDense final : public Algorithm {
  public:
   explicit FlushDense(std::unique_ptr<Algorithm> dense) : dense_(std::move(dense)) {}
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override;
+  Status runAllreduce(Context& ctx, const AllreduceArgs& args) override;
 
  private:
   std::unique_ptr<Algorithm> dense_;

@@ -7,6 +7,7 @@
 
 #include "algorithms/auto/agree.h"
 #include "algorithms/error_feedback.h"
+#include "algorithms/shared/requests.h"
 #include "common/log.h"
 #include "device/arrays.h"
 
@@ -110,14 +111,10 @@ Status Probe::shift(int d, size_t bytes, double* seconds) {
   const int to = (r_ + d) % P_, from = (r_ - d + P_) % P_;
   const uint64_t tag = transport::makeTag(seq_, step_++);
   const auto t0 = Clock::now();
-  transport::Handle h[2] = {0, 0};
-  GC_CHECK(ctx_.net.irecv(from, tag, recvBytes_.data(), bytes, &h[0]));
-  Status s = ctx_.net.isend(to, tag, sendBytes_.data(), bytes, &h[1]);
-  if (!s.ok()) {
-    ctx_.net.cancel(h[0]);
-    return s;
-  }
-  GC_CHECK(ctx_.net.waitAll(h, 2, nullptr));
+  shared::RequestSet req(ctx_.net, "auto calibration probe");
+  GC_CHECK(req.irecv(from, tag, recvBytes_.data(), bytes));
+  GC_CHECK(req.isend(to, tag, sendBytes_.data(), bytes));
+  GC_CHECK(req.waitAll());
   *seconds = since(t0);
   return Status::Ok();
 }

@@ -27,12 +27,9 @@ Status validateArgs(const char* who, const AllreduceArgs& a) {
 
 class DenseAllreduce final : public Algorithm {
  public:
-  Status allreduce(Context& ctx, const AllreduceArgs& a) override {
-    GC_CHECK(validateArgs("dense allreduce", a));
+  // Arguments checked by Algorithm::allreduce / reduceScatter (checkCallArgs).
+  Status runAllreduce(Context& ctx, const AllreduceArgs& a) override {
     if (a.count == 0) return Status::Ok();  // nothing to move; every rank agrees
-    GC_REQUIRE(a.sendBuf && a.recvBuf, Err::InvalidArgument,
-               "dense allreduce: %s is null with count %zu", a.sendBuf ? "recvBuf" : "sendBuf",
-               a.count);
     const size_t bytes = a.count * dtypeSize(a.dtype);
     if (a.sendBuf != a.recvBuf) GC_CHECK(ctx.dev.copy(a.recvBuf, a.sendBuf, bytes));
     const int P = ctx.net.size();
@@ -50,10 +47,8 @@ class DenseAllreduce final : public Algorithm {
     return ctx.dev.sync();
   }
 
-  bool hasReduceScatter() const override { return true; }
   // The ring's first half in NCCL's layout; avg divides the received chunk.
-  Status reduceScatter(Context& ctx, const AllreduceArgs& a) override {
-    GC_CHECK(validateArgs("dense reduce-scatter", a));
+  Status runReduceScatter(Context& ctx, const AllreduceArgs& a) override {
     const int P = ctx.net.size();
     const size_t recvCount = recvCountOf(a, P);
     if (recvCount == 0) return Status::Ok();

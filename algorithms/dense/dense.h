@@ -62,31 +62,6 @@ inline Chunk chunkOf(size_t count, int P, int c) {
   return {uc * base + (uc < extra ? uc : extra), base + (uc < extra ? 1 : 0)};
 }
 
-// Pending transport requests that are cancelled if a schedule leaves early
-// (error path), so no transfer outlives the buffers it points into.
-class Requests {
- public:
-  explicit Requests(transport::Transport& net) : net_(net) {}
-  ~Requests();
-  Requests(const Requests&) = delete;
-  Requests& operator=(const Requests&) = delete;
-
-  // Posts and remembers; returns the slot index for wait(). A receive must
-  // fill exactly `bytes`: a shorter message is a RemoteError naming the peer.
-  Status isend(int peer, uint64_t tag, const void* data, size_t bytes, size_t* slot = nullptr);
-  Status irecv(int peer, uint64_t tag, void* data, size_t bytes, size_t* slot = nullptr);
-  Status wait(size_t slot);
-  Status waitAll();  // every slot still pending
-
- private:
-  transport::Transport& net_;
-  struct Slot {
-    transport::Handle handle;  // 0 = completed or released
-    int peer;
-    size_t expectBytes;  // receives: exact length; sends: SIZE_MAX
-  };
-  Status check(const Slot& slot, size_t got) const;
-  std::vector<Slot> slots_;
-};
+// Transfers go through algorithms/shared/requests.h (shared::RequestSet).
 
 }  // namespace gradcomp::algo::dense

@@ -13,6 +13,7 @@
 // memory; the next round's sync completes that add before the receive buffer
 // is reused.
 #include "algorithms/dense/dense.h"
+#include "algorithms/shared/requests.h"
 #include "common/log.h"
 
 namespace gradcomp::algo::dense {
@@ -41,7 +42,7 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
 
   if (r < 2 * extra && r % 2 == 0) {  // sits out: hand over, get the result back
     GC_CHECK(stageOut());
-    Requests req(net);
+    shared::RequestSet req(net, "dense allreduce");
     GC_CHECK(req.irecv(r + 1, transport::makeTag(ctx.callSeq, kFoldOut), in, bytes));
     GC_CHECK(req.isend(r + 1, transport::makeTag(ctx.callSeq, kFoldIn), out, bytes));
     GC_CHECK(req.waitAll());
@@ -50,7 +51,7 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
   }
 
   if (r < 2 * extra) {  // odd rank of a pair: absorb the partner's data
-    Requests req(net);
+    shared::RequestSet req(net, "dense allreduce");
     size_t slot = 0;
     GC_CHECK(req.irecv(r - 1, transport::makeTag(ctx.callSeq, kFoldIn), in, bytes, &slot));
     GC_CHECK(req.wait(slot));
@@ -63,7 +64,7 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
   for (int mask = 1; mask < p2; mask <<= 1, ++step) {
     const int peer = realRank(self ^ mask);
     GC_CHECK(stageOut());  // also completes the add that read `in`
-    Requests req(net);
+    shared::RequestSet req(net, "dense allreduce");
     size_t slot = 0;
     GC_CHECK(req.irecv(peer, transport::makeTag(ctx.callSeq, step), in, bytes, &slot));
     GC_CHECK(req.isend(peer, transport::makeTag(ctx.callSeq, step), out, bytes));
@@ -74,7 +75,7 @@ Status recursiveDoublingAllreduce(Context& ctx, void* buf, size_t count, DataTyp
 
   if (r < 2 * extra) {
     GC_CHECK(stageOut());
-    Requests req(net);
+    shared::RequestSet req(net, "dense allreduce");
     GC_CHECK(req.isend(r - 1, transport::makeTag(ctx.callSeq, kFoldOut), out, bytes));
     GC_CHECK(req.waitAll());
   }

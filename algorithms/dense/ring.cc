@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "algorithms/dense/dense.h"
+#include "algorithms/shared/requests.h"
 #include "common/log.h"
 
 namespace gradcomp::algo::dense {
@@ -65,7 +66,7 @@ Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, Staging*
     // before) left it.
     if (out.size) GC_CHECK(dev.copy(sendHost, base + out.begin * esz, out.size * esz));
     GC_CHECK(dev.sync());
-    Requests req(net);
+    shared::RequestSet req(net, "dense allreduce");
     std::vector<size_t> recvSlot(inSegs);
     for (size_t g = 0; g < inSegs; ++g) {
       const Chunk sg = segmentOf(in.size, inSegs, g);
@@ -95,7 +96,7 @@ Status ringAllreduce(Context& ctx, void* buf, size_t count, DataType t, Staging*
     const int step = P - 1 + s;
     const Chunk out = chunkOf(count, P, mod(r + 1 - s, P));
     const Chunk in = chunkOf(count, P, mod(r - s, P));
-    Requests req(net);
+    shared::RequestSet req(net, "dense allreduce");
     if (in.size) GC_CHECK(req.irecv(left, tag(step, 0), all + in.begin * esz, in.size * esz));
     if (out.size) GC_CHECK(req.isend(right, tag(step, 0), all + out.begin * esz, out.size * esz));
     GC_CHECK(req.waitAll());

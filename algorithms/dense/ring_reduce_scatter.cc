@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/dense/dense.h"
+#include "algorithms/shared/requests.h"
 #include "common/log.h"
 
 namespace gradcomp::algo::dense {
@@ -58,7 +59,7 @@ Status ringReduceScatter(Context& ctx, const void* send, void* recv, size_t recv
     }
     GC_CHECK(dev.sync());
     char* landing = stage->recv.data() + size_t(s % 2) * chunkBytes;
-    Requests req(net);
+    shared::RequestSet req(net, "dense reduce-scatter");
     std::vector<size_t> slot(segs);
     for (size_t g = 0; g < segs; ++g) {
       const Chunk sg = chunkOf(recvCount, int(segs), int(g));

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "algorithms/dense/dense.h"
+#include "algorithms/shared/requests.h"
 #include "common/log.h"
 #include "transport/group_view.h"
 
@@ -28,9 +29,11 @@ constexpr uint64_t kStepPortions = 0xFFF02;
 class Hierarchical final : public Algorithm {
  public:
   Hierarchical(std::unique_ptr<Algorithm> inner, std::vector<std::vector<int>> hostRanks)
-      : inner_(std::move(inner)), hostRanks_(std::move(hostRanks)) {}
+      : inner_(std::move(inner)), hostRanks_(std::move(hostRanks)) {
+    setInfo(inner_->info());  // its name and its reduce-scatter form are the inner's
+  }
 
-  Status allreduce(Context& ctx, const AllreduceArgs& a) override {
+  Status runAllreduce(Context& ctx, const AllreduceArgs& a) override {
     GC_CHECK(bind(ctx.net));
     const size_t esz = dtypeSize(a.dtype);
     char* buf = static_cast<char*>(a.recvBuf);
@@ -38,7 +41,7 @@ class Hierarchical final : public Algorithm {
     stage_.bind(ctx.dev);
     const int l = host_->rank();
     const dense::Chunk mine = dense::chunkOf(a.count, host_->size(), l);
-    GC_CHECK(reduceScatter(ctx, buf, a.count, a.dtype));
+    GC_CHECK(hostReduceScatter(ctx, buf, a.count, a.dtype));
 
     AllreduceArgs in;
     in.sendBuf = in.recvBuf = buf + mine.begin * esz;
@@ -56,13 +59,9 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
 
-  bool hasReduceScatter() const override { return inner_->hasReduceScatter(); }
   // hierarchical.h: host reduce-scatter of the portions, then the inner
   // reduce-scatter of this rank's portion over its rail.
-  Status reduceScatter(Context& ctx, const AllreduceArgs& a) override {
-    GC_REQUIRE(hasReduceScatter(), Err::Unsupported, "hierarchy: the inner algorithm has no "
-               "reduce-scatter form");
-    GC_CHECK(checkReduceScatterArgs(a, ctx.net.size(), ctx.net.rank()));
+  Status runReduceScatter(Context& ctx, const AllreduceArgs& a) override {
     GC_CHECK(bind(ctx.net));
     if (a.count == 0) return Status::Ok();
     const int l = host_->rank();
@@ -129,7 +128,7 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
 
-  Status reduceScatter(Context& ctx, char* buf, size_t count, DataType t) {
+  Status hostReduceScatter(Context& ctx, char* buf, size_t count, DataType t) {
     const int L = host_->size(), l = host_->rank();
     if (L == 1 || count == 0) return Status::Ok();
     const size_t esz = dtypeSize(t);
@@ -145,7 +144,7 @@ class Hierarchical final : public Algorithm {
       GC_CHECK(ctx.dev.copy(stage_.send.data() + end * esz, buf + end * esz, (count - end) * esz));
     GC_CHECK(ctx.dev.sync());
     const uint64_t tag = transport::makeTag(ctx.callSeq, kStepReduceScatter);
-    dense::Requests reqs(*host_);
+    shared::RequestSet reqs(*host_, "hierarchy host exchange");
     for (int j = 0; j < L; ++j) {
       if (j == l) continue;
       GC_CHECK(reqs.irecv(j, tag, slot(j), shardBytes));
@@ -163,7 +162,7 @@ class Hierarchical final : public Algorithm {
   // dst (device, H recvcounts) = this rank's portion summed over its host:
   // slot h holds shard hostRanks_[h][l]; x_l first, then the other local
   // ranks ascending (the allreduce's order). Peers' portions travel through
-  // host staging as in reduceScatter().
+  // host staging as in hostReduceScatter().
   Status reducePortions(Context& ctx, const AllreduceArgs& a, size_t rc, char* dst) {
     const int L = host_->size(), l = host_->rank(), H = rail_->size();
     const size_t esz = dtypeSize(a.dtype), shardBytes = rc * esz, portionBytes = H * shardBytes;
@@ -182,7 +181,7 @@ class Hierarchical final : public Algorithm {
                               shardBytes));
     GC_CHECK(ctx.dev.sync());
     const uint64_t tag = transport::makeTag(ctx.callSeq, kStepPortions);
-    dense::Requests reqs(*host_);
+    shared::RequestSet reqs(*host_, "hierarchy host exchange");
     for (int j = 0; j < L; ++j) {
       if (j == l) continue;
       GC_CHECK(reqs.irecv(j, tag, stage_.recv.data() + j * portionBytes, portionBytes));
@@ -205,7 +204,7 @@ class Hierarchical final : public Algorithm {
     if (mine.size) GC_CHECK(ctx.dev.copy(out, buf + mine.begin * esz, mine.size * esz));
     GC_CHECK(ctx.dev.sync());  // also completes the reduce-scatter's adds from recv
     const uint64_t tag = transport::makeTag(ctx.callSeq, kStepAllgather);
-    dense::Requests reqs(*host_);
+    shared::RequestSet reqs(*host_, "hierarchy host exchange");
     for (int j = 0; j < L; ++j) {
       if (j == l) continue;
       const dense::Chunk c = dense::chunkOf(count, L, j);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "algorithms/shared/requests.h"
+
 namespace gradcomp::algo::quant {
 
 Status RawCodec::encode(device::Backend& dev, const float* src, size_t count, size_t offset,
@@ -33,36 +35,10 @@ ChunkRange chunkRange(size_t n, int P, int c, size_t align) {
 
 Status exchangeAll(transport::Transport& net, uint64_t tag, const std::vector<Transfer>& recvs,
                    const std::vector<Transfer>& sends, const char* what) {
-  std::vector<transport::Handle> handles;
-  auto cancelAll = [&] {
-    for (transport::Handle h : handles) net.cancel(h);
-  };
-  for (const Transfer& t : recvs) {
-    transport::Handle h = 0;
-    Status s = net.irecv(t.peer, tag, t.data, t.bytes, &h);
-    if (!s.ok()) {
-      cancelAll();
-      return s;
-    }
-    handles.push_back(h);
-  }
-  for (const Transfer& t : sends) {
-    transport::Handle h = 0;
-    Status s = net.isend(t.peer, tag, t.data, t.bytes, &h);
-    if (!s.ok()) {
-      cancelAll();
-      return s;
-    }
-    handles.push_back(h);
-  }
-  std::vector<size_t> got(handles.size(), 0);
-  GC_CHECK(net.waitAll(handles.data(), handles.size(), got.data()));  // releases all handles
-  for (size_t i = 0; i < recvs.size(); ++i)
-    GC_REQUIRE(got[i] == recvs[i].bytes, Err::RemoteError,
-               "%s: rank %d sent %zu bytes where %zu were expected (peers disagree on count, "
-               "dtype or algorithm parameters?)",
-               what, recvs[i].peer, got[i], recvs[i].bytes);
-  return Status::Ok();
+  shared::RequestSet req(net, what);
+  for (const Transfer& t : recvs) GC_CHECK(req.irecv(t.peer, tag, t.data, t.bytes));
+  for (const Transfer& t : sends) GC_CHECK(req.isend(t.peer, tag, t.data, t.bytes));
+  return req.waitAll();  // checks every receive's length
 }
 
 void Workspace::bind(device::Backend& dev) {
@@ -88,61 +64,6 @@ Status finishSum(device::Backend& dev, RedOp op, int P, float* sum, size_t count
 }  // namespace
 
 namespace {
-
-// Posted transfers of one phase; whatever is still pending when it goes away
-// (an error path) is cancelled, so no transfer outlives its buffers.
-class Posted {
- public:
-  explicit Posted(transport::Transport& net) : net_(net) {}
-  ~Posted() {
-    for (auto& h : handles_)
-      if (h) net_.cancel(h);
-  }
-  Posted(const Posted&) = delete;
-  Posted& operator=(const Posted&) = delete;
-  Status recv(int peer, uint64_t tag, void* data, size_t bytes, size_t* slot) {
-    *slot = handles_.size();
-    add(peer, bytes);
-    return net_.irecv(peer, tag, data, bytes, &handles_.back());
-  }
-  Status send(int peer, uint64_t tag, const void* data, size_t bytes) {
-    add(peer, SIZE_MAX);
-    return net_.isend(peer, tag, data, bytes, &handles_.back());
-  }
-  // Lets the posted transfers move while the caller computes
-  // (Transport::progress).
-  void progress() { net_.progress(); }
-  // Waits for one receive; it must be exactly its expected length.
-  Status wait(size_t slot, const char* what) {
-    const transport::Handle h = handles_[slot];
-    handles_[slot] = 0;  // released by the wait, on success and on error
-    GC_CHECK(net_.wait(h, &got_[slot]));
-    GC_REQUIRE(got_[slot] == expect_[slot], Err::RemoteError,
-               "%s: rank %d sent %zu bytes where %zu were expected (peers disagree on count, "
-               "dtype or algorithm parameters?)",
-               what, peers_[slot], got_[slot], expect_[slot]);
-    return Status::Ok();
-  }
-  Status waitAll() {
-    std::vector<transport::Handle> pending;
-    for (auto& h : handles_)
-      if (h) pending.push_back(h), h = 0;
-    std::vector<size_t> got(pending.size());
-    return pending.empty() ? Status::Ok() : net_.waitAll(pending.data(), pending.size(), got.data());
-  }
-
- private:
-  void add(int peer, size_t expect) {
-    handles_.push_back(0);
-    expect_.push_back(expect);
-    got_.push_back(0);
-    peers_.push_back(peer);
-  }
-  transport::Transport& net_;
-  std::vector<transport::Handle> handles_;
-  std::vector<size_t> expect_, got_;
-  std::vector<int> peers_;
-};
 
 // Phase-1 payloads of a codec with a sliceAlign go out in slices of about
 // this many elements (1 MiB of fp32 input), each a message of its own (the
@@ -188,7 +109,8 @@ std::vector<Slice> slicesOf(const ChunkCodec& codec, size_t count) {
 // the decodes complete at the next sync.
 Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp op,
                    const float* acc, const std::vector<ChunkRange>& ranges, float* sum,
-                   float* residual, bool zeroOwn, uint64_t tag, Workspace* ws, Posted* p1) {
+                   float* residual, bool zeroOwn, uint64_t tag, Workspace* ws,
+                   shared::RequestSet* p1) {
   device::Backend& dev = ctx.dev;
   const int P = ctx.net.size(), r = ctx.net.rank();
   const ChunkRange mine = ranges[size_t(r)];
@@ -205,7 +127,7 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
     recvBuf[j].resize(codec.encodedBytes(mine.size));
     for (const Slice& q : mySlices) {
       slot[j].push_back(0);
-      GC_CHECK(p1->recv(j, tag, recvBuf[j].data() + q.offset, q.bytes, &slot[j].back()));
+      GC_CHECK(p1->irecv(j, tag, recvBuf[j].data() + q.offset, q.bytes, &slot[j].back()));
     }
   }
   // Encode, sync and send: slice by slice where encoding is host work (the
@@ -218,7 +140,7 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
   auto flush = [&]() -> Status {
     GC_CHECK(dev.sync());
     for (const Unit& u : group)
-      GC_CHECK(p1->send(u.peer, tag, sendBuf[u.peer].data() + u.q.offset, u.q.bytes));
+      GC_CHECK(p1->isend(u.peer, tag, sendBuf[u.peer].data() + u.q.offset, u.q.bytes));
     group.clear();
     // Host encoding: let what was posted travel while the next slice encodes.
     if (dev.synchronous()) p1->progress();
@@ -253,7 +175,7 @@ Status reducePhase(Context& ctx, const ChunkCodec& codec, uint64_t stream, RedOp
         else GC_CHECK(dev.add(part, part, own, q.size, DataType::Float32));
         continue;
       }
-      GC_CHECK(p1->wait(slot[s][i], "quantized reduce-scatter"));
+      GC_CHECK(p1->wait(slot[s][i]));
       GC_CHECK(codec.decode(dev, recvBuf[s].data() + q.offset, q.size, s, part, s != 0));
     }
     if (residual && zeroOwn && q.size)
@@ -310,7 +232,7 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
 
   // Phase 1. With owner feedback the phase-2 encoding below writes the own
   // chunk's residual instead of zeroing it.
-  Posted p1(ctx.net);
+  shared::RequestSet p1(ctx.net, "quantized reduce-scatter");
   float* ownerResidual = residual && ownerFeedback ? residual + mine.begin : nullptr;
   device::DeviceArray<float>& sum = ws->sum;
   sum.resize(mine.size);
@@ -328,18 +250,18 @@ Status exchangeCodes(Context& ctx, const ChunkCodec& phase1, const ChunkCodec& p
   // The sync completes the phase-1 decodes (recvBuf is reused) and the encoding.
   GC_CHECK(dev.sync());
   GC_CHECK(p1.waitAll());  // phase-1 sends
-  Posted p2(ctx.net);
+  shared::RequestSet p2(ctx.net, "quantized allgather");
   for (int j = 0; j < P; ++j) {
     if (j == r) continue;
     const ChunkRange c = chunkRange(n, P, j, align);
     recvBuf[j].resize(phase2.encodedBytes(c.size));
-    GC_CHECK(p2.recv(j, tag2, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
+    GC_CHECK(p2.irecv(j, tag2, recvBuf[j].data(), recvBuf[j].size(), &slot[j]));
   }
-  for (int s = 1; s < P; ++s) GC_CHECK(p2.send((r + s) % P, tag2, ownBuf.data(), ownBuf.size()));
+  for (int s = 1; s < P; ++s) GC_CHECK(p2.isend((r + s) % P, tag2, ownBuf.data(), ownBuf.size()));
   for (int s = 1; s < P; ++s) {  // decode in arrival-friendly order: each owns its chunk
     const int j = (r - s + P) % P;
     const ChunkRange c = chunkRange(n, P, j, align);
-    GC_CHECK(p2.wait(slot[j], "quantized allgather"));
+    GC_CHECK(p2.wait(slot[j]));
     GC_CHECK(phase2.decode(dev, recvBuf[j].data(), c.size, j, out + c.begin, false));
   }
   GC_CHECK(p2.waitAll());
@@ -386,7 +308,7 @@ Status reduceScatterCodes(Context& ctx, const ChunkCodec& codec, const ExchangeS
   std::vector<ChunkRange> ranges(static_cast<size_t>(P));
   for (int j = 0; j < P; ++j) ranges[j] = shardRange(recvCount, j);
   ws->bind(ctx.dev);
-  Posted p1(ctx.net);
+  shared::RequestSet p1(ctx.net, "quantized reduce-scatter");
   GC_CHECK(reducePhase(ctx, codec, seeds.phase1(r), op, acc, ranges, out, residual, true,
                        transport::makeTag(ctx.callSeq, firstStep), ws, &p1));
   // The decodes read ws->recv and the sends ws->send: both complete here.

@@ -71,7 +71,6 @@ class Qsgd final : public QuantAlgorithm {
     return exchangeCodes(ctx, codec, codec, ExchangeSeeds{cfg_.seed, st.call}, args.op, st.acc,
                          args.count, out, residual, 1, &ws_, cfg_.ownerEf);
   }
-  bool hasReduceScatter() const override { return true; }
   Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
                            float* out, float* residual) override {
     MaxMinCodec codec(cfg_.bits, cfg_.bucket);

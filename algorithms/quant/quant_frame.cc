@@ -2,17 +2,13 @@
 
 namespace gradcomp::algo::quant {
 
-Status QuantAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
-  GC_REQUIRE(args.coll == Collective::AllReduce, Err::InvalidArgument,
-             "%s allreduce: called for a %s", name_, collectiveName(args.coll));
+// Algorithm::allreduce / reduceScatter checked the collective and the
+// arguments (checkCallArgs); run() adds what quantization needs (checkArgs).
+Status QuantAlgorithm::runAllreduce(Context& ctx, const AllreduceArgs& args) {
   return run(ctx, args);
 }
 
-Status QuantAlgorithm::reduceScatter(Context& ctx, const AllreduceArgs& args) {
-  GC_REQUIRE(hasReduceScatter(), Err::Unsupported, "%s has no reduce-scatter form", name_);
-  GC_REQUIRE(args.coll == Collective::ReduceScatter, Err::InvalidArgument,
-             "%s reduce-scatter: called for a %s", name_, collectiveName(args.coll));
-  GC_CHECK(checkReduceScatterArgs(args, ctx.net.size(), ctx.net.rank()));
+Status QuantAlgorithm::runReduceScatter(Context& ctx, const AllreduceArgs& args) {
   return run(ctx, args);
 }
 

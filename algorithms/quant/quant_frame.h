@@ -33,10 +33,11 @@ struct FramePlan {
 class QuantAlgorithm : public Algorithm {
  public:
   explicit QuantAlgorithm(const char* name) : name_(name) {}
-  Status allreduce(Context& ctx, const AllreduceArgs& args) final;
-  Status reduceScatter(Context& ctx, const AllreduceArgs& args) final;
 
  protected:
+  Status runAllreduce(Context& ctx, const AllreduceArgs& args) final;
+  Status runReduceScatter(Context& ctx, const AllreduceArgs& args) final;
+
   // Reads this call's parameters and keeps what step() needs.
   virtual Status configure(const param::Overrides& config, int nranks, FramePlan* plan) = 0;
   // The compressed allreduce of st.acc (count > 0, no fallback): fills
@@ -48,8 +49,8 @@ class QuantAlgorithm : public Algorithm {
   // The reduce-scatter of st.acc (the whole tensor, count = P * recvcount,
   // no fallback): fills out[0..recvcount) (device memory) with this rank's
   // shard (fp32, op applied); residual as in step(). Algorithms with a
-  // reduce-scatter form override it and hasReduceScatter(); the default is
-  // Unsupported.
+  // reduce-scatter form override it and register a reduceScatterReference;
+  // the default is Unsupported.
   virtual Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
                                    float* out, float* residual);
 

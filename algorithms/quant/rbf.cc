@@ -70,7 +70,6 @@ class Rbf final : public QuantAlgorithm {
     return exchangeCodes(ctx, phase1, phase2, ExchangeSeeds{0, st.call}, args.op, st.acc,
                          args.count, out, residual, 1, &ws_, cfg_.ownerEf);
   }
-  bool hasReduceScatter() const override { return true; }
   Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
                            float* out, float* residual) override {
     RbfCodec codec(cfg_.bits, cfg_.mantissa, agreedVmax(cfg_, st.stats));

@@ -161,7 +161,6 @@ class Sign final : public QuantAlgorithm {
     return Status::Ok();
   }
 
-  bool hasReduceScatter() const override { return true; }
   // step() over the whole tensor into full_, then this rank's shard.
   Status stepReduceScatter(Context& ctx, const AllreduceArgs& args, const CallState& st,
                            float* out, float* residual) override {

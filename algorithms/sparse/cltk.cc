@@ -173,7 +173,6 @@ class Cltk final : public SparseAlgorithm {
     return dev.sync();  // the decode read `msg`; its errors surface here
   }
 
-  bool hasReduceScatter() const override { return true; }
   // The reduce-scatter form: the same shared set; each owner gets only the
   // values inside its range (shared_reduce_scatter.h). Contributed in full.
   Status scheduleReduceScatter(Context& ctx, const AllreduceArgs& args,

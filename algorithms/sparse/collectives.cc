@@ -9,38 +9,6 @@ namespace gradcomp::algo::sparse {
 
 using transport::makeTag;
 
-RequestSet::~RequestSet() {
-  for (transport::Handle h : handles_)
-    if (h) net_.cancel(h);
-}
-
-Status RequestSet::send(int peer, uint64_t tag, const void* data, size_t bytes) {
-  transport::Handle h = 0;
-  GC_CHECK(net_.isend(peer, tag, data, bytes, &h));
-  handles_.push_back(h);
-  lengths_.push_back(nullptr);
-  return Status::Ok();
-}
-
-Status RequestSet::recv(int peer, uint64_t tag, void* data, size_t capacity, size_t* got) {
-  transport::Handle h = 0;
-  GC_CHECK(net_.irecv(peer, tag, data, capacity, &h));
-  handles_.push_back(h);
-  lengths_.push_back(got);
-  return Status::Ok();
-}
-
-Status RequestSet::waitAll() {
-  std::vector<size_t> bytes(handles_.size());
-  const Status s = net_.waitAll(handles_.data(), handles_.size(), bytes.data());
-  // waitAll releases every handle, on success and on error.
-  for (size_t i = 0; i < handles_.size(); ++i)
-    if (s.ok() && lengths_[i]) *lengths_[i] = bytes[i];
-  handles_.clear();
-  lengths_.clear();
-  return s;
-}
-
 Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any) {
   const int P = ctx.net.size(), me = ctx.net.rank();
   uint32_t flag = mine ? 1 : 0;
@@ -49,8 +17,8 @@ Status anyRank(Context& ctx, uint64_t step, bool mine, bool* any) {
     uint32_t in = 0;
     size_t got = 0;
     RequestSet req(ctx.net);
-    GC_CHECK(req.recv((me - d + P) % P, makeTag(ctx.callSeq, step + round), &in, sizeof in, &got));
-    GC_CHECK(req.send((me + d) % P, makeTag(ctx.callSeq, step + round), &flag, sizeof flag));
+    GC_CHECK(req.irecvUpTo((me - d + P) % P, makeTag(ctx.callSeq, step + round), &in, sizeof in, &got));
+    GC_CHECK(req.isend((me + d) % P, makeTag(ctx.callSeq, step + round), &flag, sizeof flag));
     GC_CHECK(req.waitAll());
     GC_REQUIRE(got == sizeof in, Err::RemoteError, "flag exchange: rank %d sent %zu bytes, not %zu",
                (me - d + P) % P, got, sizeof in);
@@ -72,9 +40,9 @@ Status ringAllgather(Context& ctx, uint64_t step, const std::vector<size_t>& cap
     in.resize(caps[recvBlock] + 1);  // never a zero-size buffer
     size_t got = 0;
     RequestSet req(ctx.net);
-    GC_CHECK(req.recv(prev, makeTag(ctx.callSeq, step + s), in.data(), in.size(), &got));
+    GC_CHECK(req.irecvUpTo(prev, makeTag(ctx.callSeq, step + s), in.data(), in.size(), &got));
     const auto& out = (*blocks)[sendBlock];
-    GC_CHECK(req.send(next, makeTag(ctx.callSeq, step + s), out.data(), out.size()));
+    GC_CHECK(req.isend(next, makeTag(ctx.callSeq, step + s), out.data(), out.size()));
     GC_CHECK(req.waitAll());
     GC_REQUIRE(got <= caps[recvBlock], Err::RemoteError,
                "allgather: rank %d sent a %zu-byte block for rank %d (limit %zu)", prev, got,
@@ -105,8 +73,8 @@ Status doublingAllgather(Context& ctx, uint64_t step, const std::vector<size_t>&
     for (int i = 0; i < d; ++i) cap += caps[peerFirst + i];
     in.resize(cap);
     RequestSet req(ctx.net);
-    GC_CHECK(req.recv(peer, makeTag(ctx.callSeq, step + round), in.data(), in.size(), &got));
-    GC_CHECK(req.send(peer, makeTag(ctx.callSeq, step + round), out.data(), out.size()));
+    GC_CHECK(req.irecvUpTo(peer, makeTag(ctx.callSeq, step + round), in.data(), in.size(), &got));
+    GC_CHECK(req.isend(peer, makeTag(ctx.callSeq, step + round), out.data(), out.size()));
     GC_CHECK(req.waitAll());
     GC_REQUIRE(got >= 8 * size_t(d), Err::RemoteError,
                "allgather: rank %d sent %zu bytes, shorter than its %d block lengths", peer, got, d);
@@ -153,7 +121,7 @@ Status broadcastBlock(Context& ctx, uint64_t step, int root, size_t cap,
       block->resize(cap + 1);  // never a zero-size buffer
       size_t got = 0;
       RequestSet req(ctx.net);
-      GC_CHECK(req.recv(from, makeTag(ctx.callSeq, step + round), block->data(), block->size(),
+      GC_CHECK(req.irecvUpTo(from, makeTag(ctx.callSeq, step + round), block->data(), block->size(),
                         &got));
       GC_CHECK(req.waitAll());
       GC_REQUIRE(got <= cap, Err::RemoteError,
@@ -168,7 +136,7 @@ Status broadcastBlock(Context& ctx, uint64_t step, int root, size_t cap,
   RequestSet req(ctx.net);
   for (mask >>= 1, --round; mask > 0; mask >>= 1, --round)
     if (v + mask < P)
-      GC_CHECK(req.send((v + mask + root) % P, makeTag(ctx.callSeq, step + round), block->data(),
+      GC_CHECK(req.isend((v + mask + root) % P, makeTag(ctx.callSeq, step + round), block->data(),
                         block->size()));
   return req.waitAll();
 }
@@ -201,8 +169,8 @@ Status exchangeWords(Context& ctx, uint64_t step, int to, const uint64_t* out, s
   in->resize(expect + 1);  // never a zero-size buffer
   size_t got = 0;
   RequestSet req(ctx.net);
-  if (from >= 0) GC_CHECK(req.recv(from, tag, in->data(), 8 * expect, &got));
-  if (to >= 0) GC_CHECK(req.send(to, tag, out, 8 * count));
+  if (from >= 0) GC_CHECK(req.irecvUpTo(from, tag, in->data(), 8 * expect, &got));
+  if (to >= 0) GC_CHECK(req.isend(to, tag, out, 8 * count));
   GC_CHECK(req.waitAll());
   GC_REQUIRE(from < 0 || got == 8 * expect, Err::RemoteError,
              "allreduce: rank %d sent %zu bytes, expected %zu", from, got, 8 * expect);

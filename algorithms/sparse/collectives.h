@@ -1,4 +1,4 @@
-// Small collectives and a request set used by the sparse schedules. Tags are
+// Small collectives used by the sparse schedules. Tags are
 // transport::makeTag(ctx.callSeq, step + round); each helper documents the
 // step range it uses so phases of one call never share a tag.
 #pragma once
@@ -8,29 +8,13 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/shared/requests.h"
 #include "device/arrays.h"
 
 namespace gradcomp::algo::sparse {
 
-// Pending sends/receives of one phase; the destructor cancels whatever is
-// still pending (error paths), so no transfer outlives its buffers.
-class RequestSet {
- public:
-  explicit RequestSet(transport::Transport& net) : net_(net) {}
-  ~RequestSet();
-  RequestSet(const RequestSet&) = delete;
-  RequestSet& operator=(const RequestSet&) = delete;
-
-  Status send(int peer, uint64_t tag, const void* data, size_t bytes);
-  // *got receives the message length at completion.
-  Status recv(int peer, uint64_t tag, void* data, size_t capacity, size_t* got);
-  Status waitAll();
-
- private:
-  transport::Transport& net_;
-  std::vector<transport::Handle> handles_;
-  std::vector<size_t*> lengths_;  // nullptr for sends
-};
+// Transfers go through the shared request set (algorithms/shared/requests.h).
+using shared::RequestSet;
 
 // True on every rank when `mine` is true on any rank. Dissemination over
 // ceil(log2 P) rounds of one word; steps [step, step + 32).

@@ -61,8 +61,8 @@ Status exchange(Context& ctx, uint64_t step, size_t n, size_t k, int sendTo, con
   size_t got = 0;
   RequestSet req(ctx.net);
   if (recvFrom >= 0)
-    GC_CHECK(req.recv(recvFrom, makeTag(ctx.callSeq, step), in.data(), in.size(), &got));
-  if (sendTo >= 0) GC_CHECK(req.send(sendTo, makeTag(ctx.callSeq, step), out.data(), out.size()));
+    GC_CHECK(req.irecvUpTo(recvFrom, makeTag(ctx.callSeq, step), in.data(), in.size(), &got));
+  if (sendTo >= 0) GC_CHECK(req.isend(sendTo, makeTag(ctx.callSeq, step), out.data(), out.size()));
   GC_CHECK(req.waitAll());
   if (recvFrom < 0) return Status::Ok();
   theirs->bind(dev);
@@ -83,7 +83,7 @@ Status recvSurvivors(Context& ctx, int from, size_t k, const Coo& local,
   device::HostArray<uint64_t> in(ctx.dev, k + 1);  // never a zero-size buffer
   size_t got = 0;
   RequestSet req(ctx.net);
-  GC_CHECK(req.recv(from, makeTag(ctx.callSeq, kStepSurvivors), in.data(),
+  GC_CHECK(req.irecvUpTo(from, makeTag(ctx.callSeq, kStepSurvivors), in.data(),
                     in.size() * sizeof(uint64_t), &got));
   GC_CHECK(req.waitAll());
   GC_REQUIRE(got % sizeof(uint64_t) == 0 && got / sizeof(uint64_t) <= k, Err::RemoteError,
@@ -136,7 +136,7 @@ class GTopk final : public SparseAlgorithm {
         GC_CHECK(dev.copy(list.data(), extraAlive.data(), extraAlive.size() * sizeof(uint64_t)));
         GC_CHECK(dev.sync());
         RequestSet req(ctx.net);
-        GC_CHECK(req.send(extra, makeTag(ctx.callSeq, kStepSurvivors), list.data(),
+        GC_CHECK(req.isend(extra, makeTag(ctx.callSeq, kStepSurvivors), list.data(),
                           list.size() * sizeof(uint64_t)));
         GC_CHECK(req.waitAll());
       }

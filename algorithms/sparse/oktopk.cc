@@ -58,7 +58,6 @@ class OkTopk final : public SparseAlgorithm {
                               result.size());
   }
 
-  bool hasReduceScatter() const override { return true; }
   // The reduce-scatter form (oktopk.h): local selection, split-and-reduce
   // over NCCL's ranges straight into the shard; all of L_i is contributed.
   Status scheduleReduceScatter(Context& ctx, const AllreduceArgs& args,

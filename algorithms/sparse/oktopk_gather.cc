@@ -90,9 +90,9 @@ Status balance(Context& ctx, const Coo& mine, uint64_t n, std::vector<uint64_t>*
     overlap(r, me, &a, &b);  // what r sends me
     if (r == me || b <= a) continue;
     in[r].resize(wireBound(n, b - a));
-    GC_CHECK(req.recv(r, tag, in[r].data(), in[r].size(), &got[r]));
+    GC_CHECK(req.irecvUpTo(r, tag, in[r].data(), in[r].size(), &got[r]));
   }
-  for (int r : sendTo) GC_CHECK(req.send(r, tag, out[r].data(), out[r].size()));
+  for (int r : sendTo) GC_CHECK(req.isend(r, tag, out[r].data(), out[r].size()));
   GC_CHECK(req.waitAll());
   balanced->bind(dev);
   balanced->resize(size_t(T[me + 1] - T[me]));

@@ -70,8 +70,8 @@ Status splitAndReduce(Context& ctx, const Coo& local, const std::vector<uint64_t
   auto post = [&](int firstStep, std::unique_ptr<RequestSet>* req) -> Status {
     req->reset(new RequestSet(ctx.net));
     for (int s = firstStep; s < std::min(firstStep + bucket, P); ++s) {
-      GC_CHECK((*req)->recv((me - s + P) % P, tag, in[s].data(), in[s].size(), &got[s]));
-      GC_CHECK((*req)->send((me + s) % P, tag, out[s].data(), out[s].size()));
+      GC_CHECK((*req)->irecvUpTo((me - s + P) % P, tag, in[s].data(), in[s].size(), &got[s]));
+      GC_CHECK((*req)->isend((me + s) % P, tag, out[s].data(), out[s].size()));
     }
     return Status::Ok();
   };

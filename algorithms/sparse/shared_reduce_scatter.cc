@@ -35,10 +35,10 @@ Status reduceScatterSharedValues(Context& ctx, const Coo& sel, const float* vals
   RequestSet req(ctx.net);
   for (int s = 1; s < P; ++s) {
     const int src = (me - s + P) % P, dst = (me + s) % P;
-    if (mine) GC_CHECK(req.recv(src, tag, stage->in.data() + size_t(s - 1) * mine,
+    if (mine) GC_CHECK(req.irecvUpTo(src, tag, stage->in.data() + size_t(s - 1) * mine,
                                 mine * sizeof(float), &got[size_t(s)]));
     const size_t first = starts[dst], count = starts[dst + 1] - first;
-    if (count) GC_CHECK(req.send(dst, tag, stage->out.data() + first, count * sizeof(float)));
+    if (count) GC_CHECK(req.isend(dst, tag, stage->out.data() + first, count * sizeof(float)));
   }
   GC_CHECK(req.waitAll());
   for (int s = 1; s < P && mine; ++s) {

@@ -159,13 +159,11 @@ Status SparseFrame::finish(Context& ctx, const AllreduceArgs& args, const float*
   return ctx.dev.sync();
 }
 
-Status SparseAlgorithm::allreduce(Context& ctx, const AllreduceArgs& args) {
+Status SparseAlgorithm::runAllreduce(Context& ctx, const AllreduceArgs& args) {
   return run(ctx, args);
 }
 
-Status SparseAlgorithm::reduceScatter(Context& ctx, const AllreduceArgs& args) {
-  GC_REQUIRE(hasReduceScatter(), Err::Unsupported, "this sparse algorithm has no reduce-scatter "
-             "form");
+Status SparseAlgorithm::runReduceScatter(Context& ctx, const AllreduceArgs& args) {
   return run(ctx, args);
 }
 

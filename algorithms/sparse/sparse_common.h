@@ -142,12 +142,13 @@ class SparseFrame {
 // owns the result buffer, so a subclass writes only its schedule.
 class SparseAlgorithm : public Algorithm {
  public:
-  Status allreduce(Context& ctx, const AllreduceArgs& args) final;
-  // The frame around scheduleReduceScatter (subclasses that override it say
-  // so in hasReduceScatter).
-  Status reduceScatter(Context& ctx, const AllreduceArgs& args) final;
 
  protected:
+  Status runAllreduce(Context& ctx, const AllreduceArgs& args) final;
+  // The frame around scheduleReduceScatter (subclasses that override it
+  // register a reduceScatterReference).
+  Status runReduceScatter(Context& ctx, const AllreduceArgs& args) final;
+
   // Runs when the call compresses. acc: residual + input (fp32, args.count,
   // device memory); the schedule zeroes the entries this rank contributed
   // (the rest stays in the residual) and adds the sparse result into `result`

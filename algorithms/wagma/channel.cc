@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "algorithms/shared/requests.h"
 #include "transport/ucx_transport.h"
 
 namespace gradcomp::algo::wagma {
@@ -25,30 +26,29 @@ class TransportExchange final : public transport::AddressExchange {
     (*all)[me] = mine;
     const uint64_t myLen = mine.size();
     std::vector<uint64_t> lens(P, 0);
-    std::vector<transport::Handle> hs;
-    for (int p = 0; p < P; ++p) {
-      if (p == me) continue;
-      transport::Handle h = 0;
-      GC_CHECK(net_.irecv(p, lenTag, &lens[p], sizeof(uint64_t), &h));
-      hs.push_back(h);
-      GC_CHECK(net_.isend(p, lenTag, &myLen, sizeof(uint64_t), &h));
-      hs.push_back(h);
+    {
+      shared::RequestSet req(net_, "wagma channel setup");
+      for (int p = 0; p < P; ++p) {
+        if (p == me) continue;
+        GC_CHECK(req.irecv(p, lenTag, &lens[p], sizeof(uint64_t)));
+        GC_CHECK(req.isend(p, lenTag, &myLen, sizeof(uint64_t)));
+      }
+      GC_CHECK(req.waitAll());
     }
-    GC_CHECK(net_.waitAll(hs.data(), hs.size(), nullptr));
-    hs.clear();
     for (int p = 0; p < P; ++p) {
       if (p == me) continue;
       GC_REQUIRE(lens[p] <= (uint64_t(1) << 24), Err::RemoteError,
                  "wagma channel setup: peer %d announced a %llu-byte address", p,
                  (unsigned long long)lens[p]);
       (*all)[p].resize(lens[p]);
-      transport::Handle h = 0;
-      GC_CHECK(net_.irecv(p, dataTag, (*all)[p].data(), lens[p], &h));
-      hs.push_back(h);
-      GC_CHECK(net_.isend(p, dataTag, mine.data(), mine.size(), &h));
-      hs.push_back(h);
     }
-    GC_CHECK(net_.waitAll(hs.data(), hs.size(), nullptr));
+    shared::RequestSet req(net_, "wagma channel setup");
+    for (int p = 0; p < P; ++p) {
+      if (p == me) continue;
+      GC_CHECK(req.irecv(p, dataTag, (*all)[p].data(), lens[p]));
+      GC_CHECK(req.isend(p, dataTag, mine.data(), mine.size()));
+    }
+    GC_CHECK(req.waitAll());
     return Status::Ok();
   }
 

@@ -1,5 +1,7 @@
 #include "algorithms/wagma/group_sum.h"
 
+#include "algorithms/shared/requests.h"
+
 namespace gradcomp::algo::wagma {
 namespace {
 
@@ -16,23 +18,16 @@ Status exchange(transport::Transport& net, int peer, const void* out, void* in, 
 
 Status recvExact(transport::Transport& net, int peer, void* in, size_t bytes, uint64_t tag,
                  const char* what) {
-  transport::Handle h = 0;
-  GC_CHECK(net.irecv(peer, tag, in, bytes, &h));
-  size_t got = 0;
-  GC_CHECK(net.wait(h, &got));
-  GC_REQUIRE(got == bytes, Err::RemoteError,
-             "wagma %s: peer %d sent %zu bytes, expected %zu (ranks disagree on the buffer "
-             "size?)",
-             what, peer, got, bytes);
-  return Status::Ok();
+  shared::RequestSet req(net, what);
+  GC_CHECK(req.irecv(peer, tag, in, bytes));
+  return req.waitAll();  // the length is checked against `bytes`
 }
 
 Status sendAll(transport::Transport& net, int peer, const void* out, size_t bytes,
                uint64_t tag) {
-  transport::Handle h = 0;
-  GC_CHECK(net.isend(peer, tag, out, bytes, &h));
-  GC_CHECK(net.wait(h));
-  return Status::Ok();
+  shared::RequestSet req(net, "wagma group sum");
+  GC_CHECK(req.isend(peer, tag, out, bytes));
+  return req.waitAll();
 }
 
 }  // namespace
@@ -55,12 +50,12 @@ Status groupSum(transport::Transport& net, device::Backend& dev, const Topology&
   if (rank >= topo.core) {  // extra rank: the core partner does the work
     GC_CHECK(stageOut());
     GC_CHECK(sendAll(net, fold, out, bytes, tagOf(kStepFoldIn)));
-    GC_CHECK(recvExact(net, fold, in, bytes, tagOf(kStepFoldOut), "fold result"));
+    GC_CHECK(recvExact(net, fold, in, bytes, tagOf(kStepFoldOut), "wagma fold result"));
     GC_CHECK(dev.copy(buf, in, bytes));
     return dev.sync();
   }
   if (fold >= 0) {
-    GC_CHECK(recvExact(net, fold, in, bytes, tagOf(kStepFoldIn), "fold input"));
+    GC_CHECK(recvExact(net, fold, in, bytes, tagOf(kStepFoldIn), "wagma fold input"));
     GC_CHECK(dev.add(buf, buf, in, count, t));
   }
   const std::vector<int> bits = groupBits(topo, call);

@@ -76,7 +76,7 @@ Status Wagma::setup(Context& ctx, const AllreduceArgs& args, Tensor* t) {
   return Status::Ok();
 }
 
-Status Wagma::allreduce(Context& ctx, const AllreduceArgs& args) {
+Status Wagma::runAllreduce(Context& ctx, const AllreduceArgs& args) {
   GC_REQUIRE(isFloating(args.dtype), Err::Unsupported,
              "wagma averages floating-point buffers; dtype %s is not one (use dense)",
              dtypeName(args.dtype));

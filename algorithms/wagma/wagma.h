@@ -48,7 +48,7 @@ class Wagma final : public Algorithm {
   // pass local fabrics); empty: ucxChannelFactory().
   explicit Wagma(ChannelFactory channels = {});
   ~Wagma() override;
-  Status allreduce(Context& ctx, const AllreduceArgs& args) override;
+  Status runAllreduce(Context& ctx, const AllreduceArgs& args) override;
 
   // For tests: the report of the last call of `key` (false if none), and the
   // versions the key's progress thread executed (empty in blocking mode).

@@ -142,21 +142,18 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
   GC_REQUIRE(count == 0 || (sendbuf && recvbuf), Err::InvalidArgument,
              "%s: %s is NULL with count %zu", fn, sendbuf ? "recvbuf" : "sendbuf", count);
   GC_REQUIRE(comm->net, Err::InvalidArgument, "%s: comm is not initialized", fn);
-  if (rs) {
-    // recvcount is what the caller passed; the overlap rule is NCCL's.
+  {
+    // The layout rules (NCCL's) are algo::checkCallArgs', for both collectives.
     algo::AllreduceArgs shape;
     shape.sendBuf = sendbuf, shape.recvBuf = recvbuf, shape.count = count;
     shape.dtype = DataType(dtype);
-    Status layout = algo::checkReduceScatterArgs(shape, comm->net->size(), comm->net->rank());
-    GC_REQUIRE(layout.ok(), Err::InvalidArgument, "gcReduceScatter: %s",
-               layout.message().c_str() + std::strlen("reduce-scatter: "));
-  } else if (count && sendbuf != recvbuf) {
-    const auto* s = static_cast<const char*>(sendbuf);
-    const auto* r = static_cast<const char*>(recvbuf);
-    const size_t bytes = count * esz;
-    GC_REQUIRE(s + bytes <= r || r + bytes <= s, Err::InvalidArgument,
-               "gcAllreduce: sendbuf and recvbuf overlap without being equal (%zu bytes each)",
-               bytes);
+    shape.op = op == gcAvg ? RedOp::Avg : RedOp::Sum;
+    shape.coll = coll;
+    Status layout = algo::checkCallArgs(shape, comm->net->size(), comm->net->rank());
+    const std::string prefix = rs ? "reduce-scatter: " : "allreduce: ";
+    const std::string& why = layout.message();
+    GC_REQUIRE(layout.ok(), Err::InvalidArgument, "%s: %s", fn,
+               why.c_str() + (why.compare(0, prefix.size(), prefix) == 0 ? prefix.size() : 0));
   }
 
   static const gcAlgoConfig kDense = [] {
@@ -166,7 +163,7 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
   }();
   const gcAlgoConfig& cfg = config ? *config : kDense;  // NULL: dense, environment defaults
   GC_REQUIRE(cfg.info, Err::Internal, "%s: algorithm 'dense' is not registered", fn);
-  GC_REQUIRE(!rs || cfg.info->reduceScatterReference, Err::Unsupported,
+  GC_REQUIRE(!rs || cfg.info->hasReduceScatter(), Err::Unsupported,
              "gcReduceScatter: algorithm '%s' has no reduce-scatter form", cfg.info->name.c_str());
   // A reduce-scatter runs its own instance (its residuals are the whole
   // input's), hierarchical like the allreduce's where the topology is.

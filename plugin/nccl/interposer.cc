@@ -346,7 +346,7 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
     // to judge, as if gradcomp were absent (the same on every rank with
     // the same layout; a rank whose layout differs fails the call check).
     if (v == Verdict::Compress && rs) {
-      Status layout = algo::checkReduceScatterArgs(args, st->id.nranks, st->rank);
+      Status layout = algo::checkCallArgs(args, st->id.nranks, st->rank);
       if (!layout.ok()) {
         v = Verdict::RsLayout;
         if (st->stats.passReasons.count(verdictName(v)) == 0)

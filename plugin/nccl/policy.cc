@@ -41,10 +41,8 @@ Status checkAlgo(const std::string& name, const std::string& origin) {
 Status checkReduceScatterAlgo(const std::string& name, const std::string& origin) {
   if (name.empty() || name == "off") return Status::Ok();
   const algo::AlgorithmInfo* info = algo::findAlgorithm(name);
-  if (info && info->reduceScatterReference) return Status::Ok();
-  std::string forms;
-  for (const algo::AlgorithmInfo* a : algo::listAlgorithms())
-    if (a->reduceScatterReference) forms += (forms.empty() ? "" : ", ") + a->name;
+  if (info && info->hasReduceScatter()) return Status::Ok();
+  const std::string forms = algo::reduceScatterNames();
   return makeStatus(Err::InvalidConfig,
                     "%s='%s': %s; accepted: off, empty (the call's algorithm), %s", origin.c_str(),
                     name.c_str(),
@@ -343,7 +341,7 @@ std::string reduceScatterAlgo(const Policy& policy, int rule, Verdict* why) {
   if (name == "off") return "";
   const algo::AlgorithmInfo* info = algo::findAlgorithm(name);
   *why = Verdict::NoRsForm;
-  return info && info->reduceScatterReference ? name : "";
+  return info && info->hasReduceScatter() ? name : "";
 }
 
 std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, bool selected,

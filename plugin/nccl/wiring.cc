@@ -219,7 +219,7 @@ Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
   Verdict why = Verdict::Off;
   rt.algoName = reduceScatterAlgo(policy, rule, &why);
   const algo::AlgorithmInfo* info = algo::findAlgorithm(rt.algoName);
-  GC_REQUIRE(info && info->reduceScatterReference, Err::Internal,
+  GC_REQUIRE(info && info->hasReduceScatter(), Err::Internal,
              "reduce-scatter runtime for rule %d: no algorithm (%s)", rule, verdictName(why));
   GC_CHECK(algorithmOverrides(policy, rule, &rt.config));
   rt.algorithm = info->create();

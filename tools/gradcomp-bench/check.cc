@@ -32,7 +32,7 @@ Status roundTo(DataType type, double* values, size_t n) {
 Checker::Checker(const algo::AlgorithmInfo& info, int nranks,
                  std::vector<std::vector<int>> hostRanks, algo::Collective coll)
     : nranks_(nranks) {
-  if (coll == algo::Collective::ReduceScatter && !info.reduceScatterReference) {
+  if (coll == algo::Collective::ReduceScatter && !info.hasReduceScatter()) {
     // no reference: #wrong is N/A
   } else if (!hostRanks.empty()) {  // either collective (args.coll tells the reference)
     reference_ = algo::hierarchy::makeHierarchicalReference(info, std::move(hostRanks));

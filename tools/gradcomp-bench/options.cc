@@ -42,12 +42,7 @@ const char* longForShort(char c) {
   return nullptr;
 }
 
-std::string reduceScatterAlgos() {
-  std::string names;
-  for (const algo::AlgorithmInfo* a : algo::listAlgorithms())
-    if (a->reduceScatterReference) names += (names.empty() ? "" : ", ") + a->name;
-  return names;
-}
+std::string reduceScatterAlgos() { return algo::reduceScatterNames(); }
 
 Status bad(const RawFlag& f, const char* accepted) {
   return makeStatus(Err::InvalidArgument, "%s='%s' is invalid: expected %s", f.spelled.c_str(),
@@ -182,7 +177,7 @@ Status apply(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
       return bad(f, "allreduce or reducescatter");
     out->coll = f.value == "reducescatter" ? algo::Collective::ReduceScatter
                                            : algo::Collective::AllReduce;
-    GC_REQUIRE(out->coll == algo::Collective::AllReduce || info.reduceScatterReference,
+    GC_REQUIRE(out->coll == algo::Collective::AllReduce || info.hasReduceScatter(),
                Err::InvalidArgument,
                "--coll reducescatter: --algo %s has no reduce-scatter form (those with one: %s)",
                info.name.c_str(), reduceScatterAlgos().c_str());

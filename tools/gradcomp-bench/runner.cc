@@ -283,7 +283,7 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   const Job job{o,  comm.c, rank, nranks, dense.c, InputSpec{o.input, o.seed, nranks}, *info,
                 hostRanks};
   const bool rs = o.coll == algo::Collective::ReduceScatter;
-  GC_REQUIRE(!rs || info->reduceScatterReference, Err::InvalidArgument,
+  GC_REQUIRE(!rs || info->hasReduceScatter(), Err::InvalidArgument,
              "--coll reducescatter: --algo %s has no reduce-scatter form", o.algo.c_str());
   if (o.check && !info->reference && rank == 0)
     GC_WARN("algorithm %s has no reference: #wrong is N/A, relerr is still checked",

@@ -271,7 +271,7 @@ Status parseFlags(int argc, char** argv, Flags* f) {
              "--gbps: a list of rates needs --gpu-model");
   if (f->job.coll == algo::Collective::ReduceScatter) {
     for (const std::string& a : f->algos)
-      GC_REQUIRE(algo::findAlgorithm(a)->reduceScatterReference, Err::InvalidArgument,
+      GC_REQUIRE(algo::findAlgorithm(a)->hasReduceScatter(), Err::InvalidArgument,
                  "--coll reducescatter: %s has no reduce-scatter form", a.c_str());
   }
   GC_REQUIRE(f->gpu || f->kbenchPath.empty(), Err::InvalidArgument,

@@ -221,7 +221,7 @@ Status parseFlags(int argc, char** argv, Flags* out) {
              f.train.period);
   GC_REQUIRE(!f.train.sharded || f.train.average == AverageMode::Gradients,
              Err::InvalidArgument, "--sharded reduce-scatters gradients: it needs --average grads");
-  GC_REQUIRE(!f.train.sharded || info->reduceScatterReference, Err::InvalidArgument,
+  GC_REQUIRE(!f.train.sharded || info->hasReduceScatter(), Err::InvalidArgument,
              "--sharded: --algo %s has no reduce-scatter form (gradcomp-bench --help lists those "
              "that have)", f.algo.c_str());
   const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients;
