@@ -30,32 +30,45 @@ CallBudget::Reservation CallBudget::firstCallBound(size_t fp32Bytes) {
   return Reservation{4 * fp32Bytes + kSlack, 2 * fp32Bytes + kSlack};
 }
 
-bool CallBudget::seen(const std::string& name, const AllreduceArgs& args) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return prepared_.count(shapeOf(name, args)) != 0;
-}
-
-Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
-                           const AllreduceArgs& args, Reservation* promise) {
-  GC_CHECK(algorithm.prepare(ctx, args));
-  Reservation want;
+CallBudget::Plan CallBudget::plan(const Algorithm& algorithm, const std::string& name,
+                                  const device::Backend& dev, const AllreduceArgs& args) {
+  Plan p;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    prepared_.insert(shapeOf(name, args));
-    auto it = drawn_.find(shapeOf(name, args));
-    if (it != drawn_.end()) want = it->second;
+    const Shape shape = shapeOf(algorithm, name, args);
+    p.newShape = prepared_.count(shape) == 0;
+    auto it = drawn_.find(shape);
+    if (it != drawn_.end()) p.reservation = it->second;
     if (it == drawn_.end() || algorithm.choosesPerCall()) {
       Reservation bound = firstCallBound(args.count * std::max<size_t>(4, dtypeSize(args.dtype)));
       const Reservation extra = algorithm.extraFirstCall(args);
       bound.deviceBytes += extra.deviceBytes;
       bound.hostBytes += extra.hostBytes;
-      takeMax(&want, bound);
+      takeMax(&p.reservation, bound);
     }
     // A schedule chosen per call may be one that drew more elsewhere.
-    if (algorithm.choosesPerCall()) takeMax(&want, largest_);
+    if (algorithm.choosesPerCall()) takeMax(&p.reservation, largest_);
   }
-  GC_CHECK(ctx.dev.reserve(want));
-  *promise = want;
+  p.wouldGrow = dev.reserveWouldGrow(p.reservation);
+  p.needsIdle = p.newShape || p.wouldGrow;
+  return p;
+}
+
+Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
+                           const AllreduceArgs& args, const Plan& plan) {
+  GC_CHECK(algorithm.prepare(ctx, args));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepared_.insert(shapeOf(algorithm, name, args));
+  }
+  return ctx.dev.reserve(plan.reservation);
+}
+
+Status CallBudget::prepare(Algorithm& algorithm, const std::string& name, Context& ctx,
+                           const AllreduceArgs& args, Reservation* promise) {
+  const Plan p = plan(algorithm, name, ctx.dev, args);
+  GC_CHECK(prepare(algorithm, name, ctx, args, p));
+  *promise = p.reservation;
   return Status::Ok();
 }
 
@@ -84,7 +97,7 @@ Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& c
   const Status contract = ctx.dev.unpark(promise, &drawn);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    takeMax(&drawn_[shapeOf(name, args)], drawn);
+    takeMax(&drawn_[shapeOf(algorithm, name, args)], drawn);
     takeMax(&largest_, drawn);
   }
   GC_TRACE(DEVICE, "%s drew %zu device and %zu host bytes beyond free blocks (reserved %zu, %zu)",

@@ -110,6 +110,13 @@ class Backend {
     (void)r;
     return Status::Ok();
   }
+  // Calling thread: whether reserve(r) would grow memory now (a driver call
+  // that may wait for a stream parked on an earlier call: CallBudget::plan
+  // then has the executor let earlier calls finish first).
+  virtual bool reserveWouldGrow(const Reservation& r) const {
+    (void)r;
+    return false;
+  }
   // Calling thread: creates the FFT plans fftForward/fftInverse(n, chunk) use.
   virtual Status prepareFft(size_t n, size_t chunk) {
     (void)n, (void)chunk;

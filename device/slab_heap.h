@@ -15,10 +15,17 @@
 //     recorded (unpark() reports it) and, in strict mode, refused (nullptr).
 //   reserve(b): promises b more bytes to the next call: the largest headroom
 //     then covers every byte promised to calls not yet finished.
+//   wouldGrow(b): whether reserve(b) would ask the source for a slab now (the
+//     CUDA executor then lets earlier calls finish first: CallBudget::plan).
 //   park(what) / unpark(promise): bracket one call (one at a time per heap).
 //
 // Plain C++, thread-safe; shared by the CUDA backend (device and pinned
 // spaces) and cpu-device, so CI runs the very accounting a GPU relies on.
+// The heap's lock guards its bookkeeping only: the source (cudaHostAlloc,
+// pool growth: driver calls that may wait for a parked stream) is called with
+// it released, so a reserve() growing on the calling thread never holds up
+// the proxy's allocate()/release()/unpark() (docs/design.md, the lock rule).
+// Two threads growing at once may each add a slab: a little memory, no harm.
 #pragma once
 
 #include <algorithm>
@@ -59,7 +66,7 @@ class SlabHeap {
   void* allocate(size_t bytes) {
     if (bytes > kMaxBytes) return nullptr;
     const size_t cls = classBytes(bytes ? bytes : 1);
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto& list = free_[cls];
     if (!list.empty()) {
       void* p = list.back();
@@ -77,7 +84,7 @@ class SlabHeap {
                             "stream was parked on " + what_);
       if (strict_) return nullptr;
     }
-    if (!growLocked(cls)) return nullptr;
+    if (!grow(lock, cls)) return nullptr;
     void* p = carveLocked(cls);
     if (p) ++live_;
     return p;
@@ -89,13 +96,25 @@ class SlabHeap {
     if (live_) --live_;
   }
 
-  // Calling thread: false when the source has no memory for it.
+  // Calling thread: false when the source has no memory for it (the promise
+  // is then withdrawn).
   bool reserve(size_t bytes) {
     if (bytes > kMaxBytes) return false;
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     promised_ += bytes;
     if (largestHeadroomLocked() >= promised_) return true;
-    return growLocked(promised_);
+    if (grow(lock, promised_)) return true;
+    promised_ -= bytes < promised_ ? bytes : promised_;
+    return false;
+  }
+  // Whether reserve(bytes) would grow the heap now. Between this answer and
+  // the reserve() of the same thread, other threads only carve what was
+  // promised, give back promises (unpark) or add slabs: a "no" stays a "no";
+  // a "yes" may turn into a "no".
+  bool wouldGrow(size_t bytes) const {
+    if (bytes > kMaxBytes) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    return largestHeadroomLocked() < promised_ + bytes;
   }
   // strict: refuse growth while parked (GRADCOMP_PROXY_CHECK=error).
   void park(const std::string& what, bool strict) {
@@ -184,9 +203,15 @@ class SlabHeap {
     promised_ -= cls < promised_ ? cls : promised_;
     return p;
   }
-  bool growLocked(size_t atLeast) {
+  // A new slab of at least `atLeast` bytes. `lock` (held on entry and on
+  // return) is released while the source runs: it may be the driver waiting
+  // for the device.
+  bool grow(std::unique_lock<std::mutex>& lock, size_t atLeast) {
     const size_t size = (std::max(atLeast, minSlab_) + minSlab_ - 1) / minSlab_ * minSlab_;
-    void* p = source_.grow ? source_.grow(size) : nullptr;
+    if (!source_.grow) return false;
+    lock.unlock();
+    void* p = source_.grow(size);
+    lock.lock();
     if (p == nullptr) return false;
     slabs_[uintptr_t(p)] = Slab{size, 0};
     total_ += size;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -44,11 +45,11 @@ class CpuDeviceBackend final : public Backend {
   const char* name() const override { return "cpu-device"; }
 
   // ---- Memory ----
-  // Under mu_: a slab never appears while sync() has the arena open.
-  void* allocate(size_t bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return mem_.allocateDevice(bytes);
-  }
+  // Not under mu_ (the lock rule, sync()): the heaps have their own locks. A
+  // slab that appears while sync() has the arena open stays closed until the
+  // next sync opens it, and no primitive of the running batch uses it: a
+  // primitive's memory was allocated before it was recorded.
+  void* allocate(size_t bytes) override { return mem_.allocateDevice(bytes); }
   void deallocate(void* p, size_t bytes) override {
     if (!p) return;
     // Ordered after the primitives recorded so far, like cudaFreeAsync.
@@ -63,10 +64,8 @@ class CpuDeviceBackend final : public Backend {
   }
 
   // ---- The proxy contract ----
-  Status reserve(const Reservation& r) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return mem_.reserve(r);
-  }
+  Status reserve(const Reservation& r) override { return mem_.reserve(r); }
+  bool reserveWouldGrow(const Reservation& r) const override { return mem_.reserveWouldGrow(r); }
   Status prepareFft(size_t n, size_t chunk) override { return mem_.prepareFft(n, chunk); }
   void park(const std::string& what, bool strict) override { mem_.park(what, strict); }
   Status unpark(const Reservation& promised, Reservation* drawn) override {
@@ -75,22 +74,40 @@ class CpuDeviceBackend final : public Backend {
   const char* lastPrimitive() const override { return last_.load(); }
 
   // ---- Ordering ----
+  // The lock rule of the CUDA backend (docs/design.md): running the batch is
+  // this backend's wait for the device, so mu_ is not held through it. The
+  // batch is taken under mu_ and run without it; reserve(), allocation,
+  // recording the next batch and traffic() go on meanwhile. One batch runs
+  // at a time (running_): a second sync waits for the first (cv_, mu_
+  // released) and then runs what was recorded since, in stream order.
   Status sync() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !running_; });
     if (queue_.empty()) return takeError();
+    std::vector<Op> ops;
+    ops.swap(queue_);
+    Status err = error_;
+    running_ = true;
+    ++traffic_.syncs;
+    lock.unlock();
+    // The running batch's own state, touched by this thread only.
     // Frames of sync's callers lie above this address; what lies below it on
     // this thread's stack belongs to functions that have returned.
     syncFrame_ = uintptr_t(__builtin_frame_address(0));
-    ++traffic_.syncs;
-    std::vector<Op> ops;
-    ops.swap(queue_);
+    run_ = Traffic{};
     setOpen(true);
     for (Op& op : ops) {
-      if (!error_.ok() && !op.always) continue;  // a failed stream runs no more kernels
+      if (!err.ok() && !op.always) continue;  // a failed stream runs no more kernels
       Status s = op.run();
-      if (!s.ok() && error_.ok()) error_ = s;
+      if (!s.ok() && err.ok()) err = s;
     }
     setOpen(false);
+    lock.lock();
+    traffic_.h2dBytes += run_.h2dBytes;
+    traffic_.d2hBytes += run_.d2hBytes;
+    error_ = err;
+    running_ = false;
+    cv_.notify_all();
     return takeError();
   }
   Traffic traffic() const override {
@@ -163,6 +180,9 @@ class CpuDeviceBackend final : public Backend {
       return cpu().accumulate(acc, in, inType, n, add, countThreshold, stats);
     });
   }
+
+  // recordCpuDevicePrimitiveForTest.
+  void recordForTest(const char* name, std::function<Status()> op) { defer(name, std::move(op)); }
 
   // ---- Sparse ----
   Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold,
@@ -613,7 +633,8 @@ class CpuDeviceBackend final : public Backend {
     p->nonFinite = ~uint64_t(0);
   }
 
-  // Runs inside sync() (mu_ held): the argument's memory and its traffic.
+  // Runs inside sync() (the running batch): the argument's memory and its
+  // traffic.
   // `touched` (SIZE_MAX: all of it) is what a kernel would move for host
   // memory accessed sparsely (scatters touch only their entries).
   Status arg(const char* primitive, const char* name, const void* p, size_t bytes, Access access,
@@ -625,15 +646,15 @@ class CpuDeviceBackend final : public Backend {
                "memory of this backend (a GPU kernel would fault here)",
                primitive, name, bytes, p);
     const uint64_t moved = touched < bytes ? touched : bytes;
-    if (access != Access::Write) traffic_.h2dBytes += moved;
-    if (access != Access::Read) traffic_.d2hBytes += moved;
+    if (access != Access::Write) run_.h2dBytes += moved;
+    if (access != Access::Read) run_.d2hBytes += moved;
     return Status::Ok();
   }
   // A scalar result: counted, and refused when it points into a stack frame
   // that has returned (a local of a function that did not sync before
   // returning: on a GPU the write would land in whatever lives there now).
   Status scalar(const void* p, size_t bytes) {
-    traffic_.d2hBytes += bytes;
+    run_.d2hBytes += bytes;
     const uintptr_t a = uintptr_t(p);
     uintptr_t lo = 0, hi = 0;
     if (stackOf(&lo, &hi) && a >= lo && a < syncFrame_)
@@ -664,17 +685,28 @@ class CpuDeviceBackend final : public Backend {
 
   CpuDeviceMemory mem_;  // first: outlives the queue's releases
   std::atomic<const char*> last_{nullptr};  // lastPrimitive()
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // what follows, up to running_
+  std::condition_variable cv_;  // running_ went false
   std::vector<Op> queue_;
   Status error_;
   Traffic traffic_;
+  bool running_ = false;  // a sync() runs a batch without mu_
+  // The running batch's (the thread in sync() with running_ set).
   uintptr_t syncFrame_ = 0;  // see sync()
+  Traffic run_;
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> makeCpuDeviceBackend() {
   return std::unique_ptr<Backend>(new CpuDeviceBackend());
+}
+
+bool recordCpuDevicePrimitiveForTest(Backend& dev, const char* name, std::function<Status()> op) {
+  auto* cpuDevice = dynamic_cast<CpuDeviceBackend*>(&dev);
+  if (cpuDevice == nullptr) return false;
+  cpuDevice->recordForTest(name, std::move(op));
+  return true;
 }
 
 }  // namespace gradcomp::device

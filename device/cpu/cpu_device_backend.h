@@ -20,10 +20,13 @@
 //   scalar results read back (d2h), and syncs that had work.
 //
 // Thread-safe (WAGMA's progress thread shares a backend with its caller):
-// recording and sync() are serialized; one thread's sync runs everything
-// recorded so far, as a shared stream would.
+// one thread's sync runs everything recorded so far, as a shared stream
+// would. The CUDA backend's lock rule holds here too: sync() runs its batch
+// (the device's work) without the backend's lock, so reserve(), allocation
+// and recording on other threads never wait for it; syncs run one at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "device/backend.h"
@@ -33,5 +36,10 @@ namespace gradcomp::device {
 // A fresh cpu-device backend with its own arena (one per rank or per
 // communicator; tests running ranks as threads give each rank its own).
 std::unique_ptr<Backend> makeCpuDeviceBackend();
+
+// Tests: records `op` as a primitive of `dev` (a cpu-device backend): its
+// next sync() runs it in order with the others, as a kernel that takes as long
+// as `op` does. False when `dev` is not a cpu-device backend.
+bool recordCpuDevicePrimitiveForTest(Backend& dev, const char* name, std::function<Status()> op);
 
 }  // namespace gradcomp::device

@@ -98,10 +98,13 @@ CpuDeviceMemory::CpuDeviceMemory() {
   // The arena grows by bumping (mprotect covers [base, used)); slabs never
   // go back before the arena is unmapped.
   SlabHeap::Source dev;
+  // The heap calls its source without its lock (slab_heap.h): two threads
+  // may bump at once.
   dev.grow = [this](size_t bytes) -> void* {
-    const size_t at = used_.load();
-    if (!base_ || at + bytes > kArenaBytes) return nullptr;
-    used_.store(at + bytes);  // grows under the heap's lock only
+    size_t at = used_.load();
+    do {
+      if (!base_ || bytes > kArenaBytes - at) return nullptr;
+    } while (!used_.compare_exchange_weak(at, at + bytes));
     return base_ + at;
   };
   deviceHeap_ = std::make_unique<SlabHeap>("cpu-device device memory", std::move(dev), kMinSlab);
@@ -184,6 +187,10 @@ Status CpuDeviceMemory::reserve(const Backend::Reservation& r) {
   GC_REQUIRE(hostHeap_->reserve(r.hostBytes), Err::SystemError,
              "cpu-device: cannot reserve %zu bytes of host memory", r.hostBytes);
   return Status::Ok();
+}
+
+bool CpuDeviceMemory::reserveWouldGrow(const Backend::Reservation& r) const {
+  return deviceHeap_->wouldGrow(r.deviceBytes) || hostHeap_->wouldGrow(r.hostBytes);
 }
 
 Status CpuDeviceMemory::prepareFft(size_t n, size_t chunk) {

@@ -50,6 +50,7 @@ class CpuDeviceMemory {
   void setOpen(bool open);
 
   Status reserve(const Backend::Reservation& r);
+  bool reserveWouldGrow(const Backend::Reservation& r) const;
   Status prepareFft(size_t n, size_t chunk);
   // A transform about to be recorded: a plan that prepareFft did not make is
   // made now, which while parked is a violation (strict: refused).

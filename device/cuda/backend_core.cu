@@ -90,8 +90,9 @@ Status devicePool(int device, cudaMemPool_t* out) {
 
 // Waits for s.event: spins briefly, then yields, then sleeps in growing
 // steps up to 200 us (a short wait costs little, a long one no busy core),
-// at most GRADCOMP_TIMEOUT_S.
-Status waitEvent(BackendState& s, const char* what) {
+// at most GRADCOMP_TIMEOUT_S. Called without s.mu (reads no guarded state:
+// `ops` is the epoch's count, taken under it).
+Status waitEvent(BackendState& s, const char* what, unsigned ops) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto nap = std::chrono::microseconds(2);
@@ -109,7 +110,7 @@ Status waitEvent(BackendState& s, const char* what) {
       return makeStatus(Err::Timeout,
                         "cuda backend (device %d): %s did not complete within GRADCOMP_TIMEOUT_S = "
                         "%g s (%u primitives pending; is the device blocked or overloaded?)",
-                        s.device, what, s.timeoutS, s.ops);
+                        s.device, what, s.timeoutS, ops);
     if (i < 256) continue;
     if (i < 1024) {
       std::this_thread::yield();
@@ -120,19 +121,43 @@ Status waitEvent(BackendState& s, const char* what) {
   }
 }
 
-Status recordAndWait(BackendState& s, const char* what) {
+// Records s.event and waits for it. `lock` (s.mu, held on entry and on
+// return; null where no other thread can use the backend: destruction) is
+// released for the wait: the lock rule (backend_impl.h).
+Status recordAndWait(BackendState& s, std::unique_lock<std::mutex>* lock, const char* what) {
   GC_CHECK(cudaOk(cudaEventRecord(s.event, s.stream), s.device, "cudaEventRecord"));
-  return waitEvent(s, what);
+  const unsigned ops = s.ops;
+  if (lock) lock->unlock();
+  const Status waited = waitEvent(s, what, ops);
+  if (lock) lock->lock();
+  return waited;
 }
 
+// Marks a sync() waiting for the device (BackendState::syncing) for its
+// scope; `lock` is held when it ends.
+class SyncingScope {
+ public:
+  explicit SyncingScope(BackendState& s) : s_(s) { s_.syncing = true; }
+  ~SyncingScope() {
+    s_.syncing = false;
+    s_.synced.notify_all();
+  }
+  SyncingScope(const SyncingScope&) = delete;
+  SyncingScope& operator=(const SyncingScope&) = delete;
+
+ private:
+  BackendState& s_;
+};
+
 // The data error of the epoch, if a kernel found one: read back, worded by
-// the failing primitive's formatter, and cleared on the device.
-Status takeFailure(BackendState& s, unsigned* failedOp) {
+// the failing primitive's formatter, and cleared on the device. Inside
+// sync() (`lock` held, released for the wait).
+Status takeFailure(BackendState& s, std::unique_lock<std::mutex>& lock, unsigned* failedOp) {
   if (*reinterpret_cast<volatile unsigned int*>(s.hostFailed) == 0) return Status::Ok();
   GC_CHECK(cudaOk(cudaMemcpyAsync(s.mirror, &s.control->failure, sizeof(FailureWords),
                                   cudaMemcpyDefault, s.stream),
                   s.device, "failure record copy"));
-  GC_CHECK(recordAndWait(s, "the failure record copy"));
+  GC_CHECK(recordAndWait(s, &lock, "the failure record copy"));
   const FailureRecord f{s.mirror->key, s.mirror->a, s.mirror->b, s.mirror->op};
   *failedOp = f.op;
   resetFailure<<<1, 1, 0, s.stream>>>(s.control);
@@ -172,8 +197,14 @@ DeviceScope::~DeviceScope() {
   if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
+std::unique_lock<std::mutex> Prim::enqueueLock(BackendState& s) {
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.synced.wait(lock, [&s] { return !s.syncing; });
+  return lock;
+}
+
 Prim::Prim(BackendState& s, const char* name)
-    : s_(s), lock_(s.mu), device_(s.device), name_(name), op_(s.ops++) {
+    : s_(s), lock_(enqueueLock(s)), device_(s.device), name_(name), op_(s.ops++) {
   s.lastPrimitive.store(name);
   s.pending = true;
   ++s.traffic.primitives;
@@ -346,7 +377,7 @@ CudaBackend::~CudaBackend() {
   }
   if (s.control) (void)cudaFreeAsync(s.control, s.stream);
   const Status last = !deviceDone ? synced
-                      : s.event   ? recordAndWait(s, "the backend's last work")
+                      : s.event   ? recordAndWait(s, nullptr, "the backend's last work")
                                   : Status::Ok();
   if (!last.ok()) {
     GC_WARN("%s", last.toString().c_str());
@@ -380,7 +411,8 @@ CUstream_st* CudaBackend::stream() const { return state_->stream; }
 
 void* CudaBackend::allocate(size_t bytes) {
   BackendState& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  // The heap has its own lock and grows (against the contract, if parked)
+  // without it; s.mu is not needed (the lock rule, backend_impl.h).
   DeviceScope scope(s.device);
   // Slabs are 256-byte aligned and classes multiples of 64: blocks keep the
   // contract's 64-byte alignment.
@@ -401,9 +433,11 @@ void CudaBackend::deallocate(void* p, size_t bytes) {
   s.pending = true;
 }
 
+// The calling thread, while the proxy may sync or enqueue: no lock of ours
+// is held while the heaps grow (cudaMallocFromPoolAsync, cudaHostAlloc may
+// wait for a parked stream), so neither side waits for the other here.
 Status CudaBackend::reserve(const Reservation& r) {
   BackendState& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mu);
   DeviceScope scope(s.device);
   GC_CHECK(cudaOk(scope.error(), s.device, "cudaSetDevice"));
   GC_REQUIRE(s.deviceHeap->reserve(r.deviceBytes), Err::SystemError,
@@ -413,6 +447,11 @@ Status CudaBackend::reserve(const Reservation& r) {
              "cuda backend (device %d): cannot reserve %zu bytes of pinned host memory for a call",
              s.device, r.hostBytes);
   return Status::Ok();
+}
+
+bool CudaBackend::reserveWouldGrow(const Reservation& r) const {
+  BackendState& s = *state_;
+  return s.deviceHeap->wouldGrow(r.deviceBytes) || s.pinned.heap().wouldGrow(r.hostBytes);
 }
 
 void CudaBackend::park(const std::string& what, bool strict) {
@@ -469,18 +508,25 @@ void CudaBackend::relaxStreamCaptureOnThisThread() {
   (void)cudaThreadExchangeStreamCaptureMode(&mode);
 }
 
+// Records under s.mu, waits without it, finishes under it (the lock rule,
+// backend_impl.h). While it waits no primitive is enqueued and no other sync
+// runs (both wait for `syncing` to clear), so the epoch's scalars, failure
+// records and host frees are still exactly the recorded event's; the calling
+// thread's reserve()/allocate()/park() go on meanwhile.
 Status CudaBackend::sync() {
   BackendState& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.synced.wait(lock, [&s] { return !s.syncing; });
   if (!s.pending) return Status::Ok();
   DeviceScope scope(s.device);
   GC_CHECK(cudaOk(scope.error(), s.device, "cudaSetDevice"));
   ++s.traffic.syncs;
+  SyncingScope syncing(s);  // ends with `lock` held
   // A timeout or a device error keeps the epoch: nothing it owns is released
   // while the device may still use it; the next sync waits again.
-  GC_CHECK(recordAndWait(s, "the enqueued primitives"));
+  GC_CHECK(recordAndWait(s, &lock, "the enqueued primitives"));
   unsigned failedOp = UINT_MAX;
-  const Status err = takeFailure(s, &failedOp);
+  const Status err = takeFailure(s, lock, &failedOp);
   GC_CHECK(cudaOk(cudaGetLastError(), s.device, "failure reset"));
   // Results of the primitives before the failing one (later ones did not run).
   for (const ScalarCopy& c : s.scalars)

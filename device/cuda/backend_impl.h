@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -132,6 +133,18 @@ struct ScalarCopy {
   unsigned int op;
 };
 
+// The lock rule (docs/design.md, "Who may call what, and when"): `mu` guards
+// data, never a wait. No thread holds it across a wait for the device (an
+// event) or a driver call that may wait for a stream parked on the proxy
+// (slab growth: the heaps call their sources without any lock of ours).
+// sync() records its event under `mu`, sets `syncing`, waits without `mu`,
+// then finishes under it. While `syncing`, primitives (Prim) and other
+// syncs wait on `synced`, so the epoch sync() delivers is exactly what was
+// enqueued before its event, and nothing but sync() touches it: on the CUDA
+// executor the proxy is the one thread that enqueues and syncs; WAGMA's
+// progress thread, which shares the backend, waits as it would for `mu`.
+// What the calling thread does -- reserve(), allocate(), park()/unpark(),
+// deallocation, traffic() -- never waits for a sync in flight.
 struct BackendState {
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -140,6 +153,8 @@ struct BackendState {
   double timeoutS = 60;
 
   std::mutex mu;  // everything below
+  bool syncing = false;             // a sync() waits for its event without mu
+  std::condition_variable synced;   // syncing went false
   ControlBlock* control = nullptr;      // device memory
   unsigned int* hostFailed = nullptr;   // pinned
   FailureWords* mirror = nullptr;       // pinned: the failure, read back on the error path
@@ -204,7 +219,8 @@ class DeviceScope {
   cudaError_t error_ = cudaSuccess;
 };
 
-// One primitive's enqueueing: holds the backend's lock for its scope.
+// One primitive's enqueueing: holds the backend's lock for its scope, taken
+// once no sync() is waiting for the device (BackendState, the lock rule).
 // A primitive that fails at the call (any error through these methods:
 // scratch, a slot, a copy, a launch) has its scalar results unregistered when
 // it ends: its caller returns at once and the destinations (often locals)
@@ -295,8 +311,9 @@ class Prim {
  private:
   Status slotFor(size_t bytes, void** out);
   Status stageRaw(const void* p, size_t bytes, Carve& carve, const void** out);
+  static std::unique_lock<std::mutex> enqueueLock(BackendState& s);
   BackendState& s_;
-  std::lock_guard<std::mutex> lock_;
+  std::unique_lock<std::mutex> lock_;
   DeviceScope device_;
   const char* name_;
   unsigned int op_;

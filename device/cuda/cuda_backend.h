@@ -30,9 +30,13 @@
 // Results are bit-identical to the CPU reference (device/cpu) except the FFT
 // transforms (cuFFT against FFTW: rounding differs, as the contract allows).
 //
-// Thread-safe: primitives, allocation and sync() from several threads are
-// serialized (WAGMA's progress thread shares a backend with its caller); one
-// thread's sync() waits for everything enqueued so far.
+// Thread-safe: primitives and sync() from several threads are serialized
+// (WAGMA's progress thread shares a backend with its caller); one thread's
+// sync() waits for everything enqueued so far. No lock of ours is held
+// across a wait for the device or a driver call that may wait for a parked
+// stream: sync() waits without the backend's lock, the heaps grow without
+// theirs, so reserve() and allocation never wait for a sync in flight, nor a
+// primitive for a reserve() stuck in the driver (backend_impl.h).
 #pragma once
 
 #include <cstddef>
@@ -81,6 +85,7 @@ class CudaBackend final : public Backend {
   // The proxy contract (device/backend.h): memory from SlabHeaps that grow
   // only in reserve(); FFT plans from prepareFft (fft_cufft.cu).
   Status reserve(const Reservation& r) override;
+  bool reserveWouldGrow(const Reservation& r) const override;
   Status prepareFft(size_t n, size_t chunk) override;
   void park(const std::string& what, bool strict) override;
   Status unpark(const Reservation& promised, Reservation* drawn) override;

@@ -142,16 +142,20 @@ class CudaExecutor final : public Executor {
     const std::string name = call.algorithmName ? call.algorithmName : "compressed";
     // The proxy contract: plans and memory for the call are made here, on the
     // calling thread, before its stream is parked (algorithms/call_budget.h).
-    algo::CallBudget::Reservation promise;
-    // A new shape makes plans and grows memory: driver calls that may wait
-    // for a parked stream (cuFFT's lazily loaded kernels, cudaHostAlloc: the
-    // H200's deadlock), so the earlier calls of this communicator finish
-    // first. Once per shape (a job's first step); the calling thread waits
-    // only for streams whose work is enqueued already.
-    if (!budget->seen(name, call.args)) GC_CHECK(comm->engine->waitIdle());
+    // A call whose plans are new or whose reservation grows memory makes
+    // driver calls that may wait for a stream parked on an earlier call
+    // (cuFFT's lazily loaded kernels, cudaHostAlloc, pool growth: the H200's
+    // deadlock), so the earlier calls of this communicator finish first
+    // (bounded; the calling thread waits only for work enqueued already).
+    // The plan is keyed by the algorithm that runs (auto's candidate), so a
+    // switch of candidate counts as a new shape. Steady-state calls of a
+    // seen shape that fit the headroom never wait.
+    const algo::CallBudget::Plan plan = budget->plan(*call.algorithm, name, *dev, call.args);
+    if (plan.needsIdle) GC_CHECK(comm->engine->waitIdle());
+    const algo::CallBudget::Reservation promise = plan.reservation;
     {
       algo::Context ctx{*call.net, *dev, *call.config, call.callSeq, call.errorFeedback};
-      GC_CHECK(budget->prepare(*call.algorithm, name, ctx, call.args, &promise));
+      GC_CHECK(budget->prepare(*call.algorithm, name, ctx, call.args, plan));
     }
     char what[160];
     std::snprintf(what, sizeof what, "%s %s #%llu of %zu x %s", name.c_str(),
