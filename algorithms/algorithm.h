@@ -121,6 +121,13 @@ class Algorithm {
     (void)ctx, (void)args;
     return Status::Ok();
   }
+  // False when a call may return before every rank entered it (WAGMA's
+  // wait-avoiding mode): the call check (call_check.h) then does not wait
+  // for the slowest rank's signature, it compares it when it arrives.
+  virtual bool waitsForEveryRank(const Context& ctx, const AllreduceArgs& args) const {
+    (void)ctx, (void)args;
+    return true;
+  }
   // True when calls of one shape may run different schedules (auto): what
   // one call drew then says little about the next (CallBudget).
   virtual bool choosesPerCall() const { return false; }
@@ -131,13 +138,6 @@ class Algorithm {
     (void)args;
     return {};
   }
-};
-
-// The algorithm's exact semantics, computed centrally from every rank's input,
-// for checking (gradcomp-bench #wrong, tests). Stateful algorithms keep their
-// central state (residuals, thresholds) in the object, one object per run,
-// called once per collective in the same order as the distributed algorithm.
-class Reference {
 
  protected:
   // The schedules, called by the entry points above with checked arguments
@@ -152,6 +152,13 @@ class Reference {
 
  private:
   const AlgorithmInfo* info_ = nullptr;
+};
+
+// The algorithm's exact semantics, computed centrally from every rank's input,
+// for checking (gradcomp-bench #wrong, tests). Stateful algorithms keep their
+// central state (residuals, thresholds) in the object, one object per run,
+// called once per collective in the same order as the distributed algorithm.
+class Reference {
  public:
   virtual ~Reference() = default;
   // The run's algorithm parameters (the same Overrides the algorithm sees in
@@ -208,22 +215,24 @@ struct AlgorithmInfo {
   // The reduce-scatter form's reference (null: no reduce-scatter form). Its
   // expect() gets args.coll == ReduceScatter and fills the whole tensor's
   // count values: rank r must return elements [r * recvcount, ...) of them.
+  // Its presence is the one statement that the algorithm has a
+  // reduce-scatter form (hasReduceScatter below; Algorithm::hasReduceScatter
+  // reads it; the plugin, the C API and the tools ask it).
   std::function<std::unique_ptr<Reference>(int nranks)> reduceScatterReference = nullptr;
+
+  bool hasReduceScatter() const { return bool(reduceScatterReference); }
 };
 
 void registerAlgorithm(AlgorithmInfo info);
 const AlgorithmInfo* findAlgorithm(const std::string& name);
 // The schedules (selectors left out), sorted by name.
 std::vector<const AlgorithmInfo*> listAlgorithms();
-  // Its presence is the one statement that the algorithm has a
-  // reduce-scatter form (hasReduceScatter below; Algorithm::hasReduceScatter
-  // reads it; the plugin, the C API and the tools ask it).
 // "dense, oktopk, ..." (the schedules) for error messages.
-
-  bool hasReduceScatter() const { return bool(reduceScatterReference); }
 std::string algorithmNames();
 // "auto" (the selectors), for messages listing everything GRADCOMP_ALGO accepts.
 std::string selectorNames();
+// "cltk, dense, ..." (the schedules with a reduce-scatter form), for messages.
+std::string reduceScatterNames();
 
 struct Registrar {
   explicit Registrar(AlgorithmInfo info) { registerAlgorithm(std::move(info)); }
@@ -231,8 +240,6 @@ struct Registrar {
 
 }  // namespace gradcomp::algo
 
-// "cltk, dense, ..." (the schedules with a reduce-scatter form), for messages.
-std::string reduceScatterNames();
 // Use at namespace scope in the algorithm's .cc; the static library is linked
 // whole-archive into every binary so registrars are never dropped.
 #define GC_REGISTER_ALGORITHM(id, ...) \

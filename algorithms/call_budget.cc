@@ -86,7 +86,7 @@ Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& c
   // a bad_alloc out of a device array, reported with the violation below.
   Status ran;
   try {
-    ran = signature ? runCheckedAllreduce(algorithm, ctx, args, *signature)
+    ran = signature ? checker_.run(algorithm, ctx, args, *signature)
                     : runCollective(algorithm, ctx, args);
   } catch (const std::bad_alloc&) {
     ran = makeStatus(Err::SystemError, "%s: out of memory (an allocation failed)", what);

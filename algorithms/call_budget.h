@@ -82,6 +82,11 @@ class CallBudget {
              const AllreduceArgs& args, const Reservation& promise,
              const CallSignature* signature = nullptr);
 
+  // The communicator's transport goes away: cancel the signatures still
+  // posted (wait-avoiding calls). Also done by the destructor, which must
+  // then run before the transport's.
+  void release() { checker_.release(); }
+
   // First-call bound of a tensor of `bytes` (fp32 bytes of its elements).
   static Reservation firstCallBound(size_t fp32Bytes);
 
@@ -92,6 +97,7 @@ class CallBudget {
                        const AllreduceArgs& a) {
     return Shape{&algorithm, name, a.count, int(a.dtype), int(a.op), int(a.coll)};
   }
+  CallChecker checker_;  // the run's signatures (one thread at a time runs calls)
   std::mutex mu_;
   std::map<Shape, Reservation> drawn_;  // the most a call of the shape drew
   std::set<Shape> prepared_;             // shapes prepare() has seen

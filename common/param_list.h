@@ -34,7 +34,7 @@
   X(MONITOR, Bool, "1", "",                                                                \
     "Failure monitor: every rank keeps a TCP connection to rank 0, so a rank whose process dies is reported to all at once, and ranks agree on which rank failed when one stops. 0: off (a dead peer is then found by GRADCOMP_TIMEOUT_S).") \
   X(CALL_CHECK, Bool, "1", "",                                                             \
-    "Each compressed allreduce sends its signature (call number, count, dtype, op, algorithm and a hash of its parameters) to the other ranks ahead of its data (to its ring neighbour beyond 64 ranks) and checks theirs, so calls that disagree fail on every rank naming both sides. 0: off (a disagreement then shows as an error deep in a schedule, or not at all).") \
+    "Each compressed collective sends its signature (call number, collective, count, dtype, op, algorithm and its parameters' values) to the other ranks ahead of its data (to its ring neighbour beyond 64 ranks) and checks theirs while it waits, so calls that disagree fail on every rank within milliseconds, naming each field that differs with its values by rank. 0: off (a disagreement then shows as an error deep in a schedule, or not at all).") \
   X(DENSE_RD_MAX_BYTES, Size, "64K", "0..1G",                                               \
     "Dense allreduce uses recursive doubling up to this many bytes per rank, the ring (reduce-scatter + allgather) above.") \
   X(HOSTID, String, "", "",                                                                 \

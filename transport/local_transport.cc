@@ -174,6 +174,7 @@ class LocalTransport final : public Transport {
     auto lastProgress = Clock::now();
     size_t doneCount = 0;
     std::vector<bool> seen(n, false);
+    bool watchDue = true;  // once per wake-up
     while (true) {
       for (size_t i = 0; i < n; ++i) {
         if (seen[i]) continue;
@@ -189,11 +190,23 @@ class LocalTransport final : public Transport {
         }
       }
       if (doneCount == n) break;
+      if (watchDue) {
+        // The watch may test() other handles, which takes the fabric's lock.
+        // A message that arrives while it is released notifies nobody who
+        // waits, so every handle is looked at again before the next wait.
+        watchDue = false;
+        lock.unlock();
+        const Status watched = checkWaitWatch();
+        lock.lock();
+        if (!watched.ok()) return failLocked(watched, handles, n);
+        continue;
+      }
       const auto deadline =
           lastProgress + std::chrono::duration_cast<Clock::duration>(
                              std::chrono::duration<double>(timeoutS_));
-      if (fabric_->wake[rank_].wait_until(lock, deadline) == std::cv_status::timeout &&
-          Clock::now() >= deadline) {
+      const bool timedOut = fabric_->wake[rank_].wait_until(lock, deadline) == std::cv_status::timeout;
+      watchDue = true;
+      if (timedOut && Clock::now() >= deadline) {
         for (size_t i = 0; i < n; ++i) {
           if (seen[i]) continue;
           const LocalRequest& req = *requests_.find(handles[i])->second;

@@ -61,6 +61,20 @@ constexpr uint64_t kTopologyTableTag = kTagMask - 3;
 constexpr uint64_t kSignatureTag = kTagMask - 4;
 
 class FailureMonitor;  // transport/failure_monitor.h
+class Transport;
+
+// Something a blocked wait also watches (algorithms/call_check.h: the call's
+// signature receives, so that a call whose ranks disagree ends every wait at
+// once instead of at the timeout). check() runs on the waiting thread while
+// the wait makes no progress, with no lock of the transport held: it may
+// call test() on handles that are not among the waited ones, and must be
+// cheap (it runs often). A non-Ok status ends the wait with that error: the
+// waited handles are released and the transport is broken, as on any error.
+class WaitWatch {
+ public:
+  virtual ~WaitWatch() = default;
+  virtual Status check() = 0;
+};
 
 class Transport {
  public:
@@ -99,6 +113,11 @@ class Transport {
   virtual void setActivity(const char* what) { activity_ = what; }
   const char* activity() const { return activity_; }
 
+  // The watch every waitAll of this transport runs while it is blocked;
+  // nullptr: none. Set and cleared by the thread that drives the transport
+  // (one watch at a time). Wrappers forward it to what they wrap.
+  virtual void setWaitWatch(WaitWatch* watch) { watch_ = watch; }
+
   // Helpers over the primitives above.
   Status wait(Handle h, size_t* bytes = nullptr) { return waitAll(&h, 1, bytes); }
   // Every rank has called it once all return Ok (zero-byte messages to rank
@@ -127,10 +146,14 @@ class Transport {
     Transport& t_;
     std::chrono::steady_clock::time_point start_;
   };
+  // For implementations' waitAll, when a pass made no progress and no lock
+  // of theirs is held: the watch's verdict (Ok without a watch).
+  Status checkWaitWatch() { return watch_ ? watch_->check() : Status::Ok(); }
 
  private:
   double waitSeconds_ = 0;
   const char* activity_ = "";
+  WaitWatch* watch_ = nullptr;
 };
 
 }  // namespace gradcomp::transport

@@ -193,6 +193,9 @@ class UcxTransport final : public Transport {
             monitor_->settle(pending.peer, monitor::SuspectKind::Silent, silent, own);
         return fail(monitor_->failed() ? withContext(monitor_->verdict(), pending) : agreed, handles, n);
       }
+      // The call's signatures (call_check.h): a call that disagrees ends here.
+      const Status watched = checkWaitWatch();
+      if (!watched.ok()) return fail(watched, handles, n);
       note.waitingOn(pending.peer);
       waiter.idle();
     }

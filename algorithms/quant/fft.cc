@@ -182,7 +182,7 @@ GC_REGISTER_ALGORITHM(
           "FFT sparsification: keep the (1-theta) highest-energy bins per chunk, RBF-encode, "
           "allgather, sum spectra, one inverse FFT",
           {param::Id::THETA, param::Id::THETA_DECAY_CALLS, param::Id::FFT_CHUNK, param::Id::BITS,
-           param::Id::RBF_MANTISSA, param::Id::RBF_VMAX},
+           param::Id::RBF_MANTISSA, param::Id::RBF_VMAX, param::Id::EF},
           [] { return std::unique_ptr<Algorithm>(new Fft()); },
           [](int nranks) { return registryReference<FftReference>(nranks, kName); }, false,
           // No reduce-scatter form: its payload is the whole chunked spectrum,

@@ -122,7 +122,8 @@ GC_REGISTER_ALGORITHM(
     qsgd, {kName,
            "bucketed max-min quantization, stochastic rounding; reduce-scatter of codes, "
            "allgather of re-quantized sums; reduce-scatter: the first half",
-           {param::Id::BITS, param::Id::BUCKET, param::Id::QUANT_SEED, param::Id::QUANT_OWNER_EF},
+           {param::Id::BITS, param::Id::BUCKET, param::Id::QUANT_SEED, param::Id::QUANT_OWNER_EF,
+            param::Id::EF},
            [] { return std::unique_ptr<Algorithm>(new Qsgd()); },
            [](int nranks) { return registryReference<QsgdReference>(nranks, kName); }, false,
            // One reference class: expect() follows args.coll.

@@ -121,7 +121,7 @@ GC_REGISTER_ALGORITHM(
           "N-bit range-based float codes (vmax agreed per call); reduce-scatter of codes, "
           "allgather of re-encoded sums; reduce-scatter: the first half",
           {param::Id::BITS, param::Id::RBF_MANTISSA, param::Id::RBF_VMAX,
-           param::Id::QUANT_OWNER_EF},
+           param::Id::QUANT_OWNER_EF, param::Id::EF},
           [] { return std::unique_ptr<Algorithm>(new Rbf()); },
           [](int nranks) { return registryReference<RbfReference>(nranks, kName); }, false,
           // One reference class: expect() follows args.coll.

@@ -174,3 +174,16 @@ GC_REGISTER_ALGORITHM(
             }});
 
 }  // namespace gradcomp::algo
+
+namespace gradcomp::algo::wagma {
+
+bool Wagma::waitsForEveryRank(const Context& ctx, const AllreduceArgs& args) const {
+  // A tensor keeps the mode of its first call (setup); a new one reads it.
+  auto it = tensors_.find(residualKey(args));
+  if (it != tensors_.end()) return it->second->wait;
+  bool wait = false;
+  (void)ctx.config.getBool(param::Id::WAGMA_WAIT, &wait);
+  return wait;
+}
+
+}  // namespace gradcomp::algo::wagma

@@ -49,6 +49,8 @@ class Wagma final : public Algorithm {
   explicit Wagma(ChannelFactory channels = {});
   ~Wagma() override;
   Status runAllreduce(Context& ctx, const AllreduceArgs& args) override;
+  // Not in the wait-avoiding mode (GRADCOMP_WAGMA_WAIT=0).
+  bool waitsForEveryRank(const Context& ctx, const AllreduceArgs& args) const override;
 
   // For tests: the report of the last call of `key` (false if none), and the
   // versions the key's progress thread executed (empty in blocking mode).

@@ -79,6 +79,7 @@ Status destroy(gcComm_t comm) {
   owned->algorithms.clear();
   owned->errorFeedback.reset();
   if (owned->dev) (void)owned->dev->sync();  // deferred releases
+  owned->budget.release();  // signatures still posted on net (wait-avoiding calls)
   owned->net.reset();
   owned->bootstrap.reset();
   return barrier;

@@ -42,6 +42,7 @@ Status CollComm::create(Setup setup, std::unique_ptr<CollComm>* out) {
   const uint64_t period = setup.efPeriod;
   std::unique_ptr<CollComm> c(new CollComm(std::move(setup)));
   c->algorithm_ = info->create();
+  c->info_ = info;
   if (period > 0) {
     // A key comes back once per step, `period` calls later: it must outlive
     // that (GRADCOMP_EF_RETIRE_CALLS counts CollNet chunks here).
@@ -161,7 +162,13 @@ Status CollComm::runChunk(const Chunk& c) {
   const uint64_t sent = net_->totalCounters().bytesSent;
   const double waited = net_->waitSeconds();
   const auto start = std::chrono::steady_clock::now();
-  Status s = algorithm_->allreduce(ctx, args);
+  net_->setActivity(info_->name.c_str());
+  algo::CallBudget::Reservation promise;
+  Status s = budget_.prepare(*algorithm_, info_->name, ctx, args, &promise);
+  if (s.ok()) {
+    const algo::CallSignature sig = algo::callSignature(*info_, config_, callSeq_, args);
+    s = budget_.run(*algorithm_, info_->name, ctx, args, promise, &sig);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++callSeq_;
   if (ef && callSeq_ % keys_.period() == 0) ef->retireStale(callSeq_);

@@ -29,6 +29,7 @@
 #include <unordered_set>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/call_budget.h"
 #include "algorithms/error_feedback.h"
 #include "plugin/collnet/chunk_key.h"
 #include "plugin/collnet/collnet_stats.h"
@@ -83,7 +84,11 @@ class CollComm {
   const int rank_, nranks_;
   std::unique_ptr<transport::Transport> net_;
   std::unique_ptr<algo::Algorithm> algorithm_;
+  const algo::AlgorithmInfo* info_ = nullptr;
   param::Overrides config_;
+  // The one call path (algorithms/call_budget.h): signatures checked, a
+  // failure agreed; destroyed before net_.
+  algo::CallBudget budget_;
   std::unique_ptr<algo::ErrorFeedbackStore> errorFeedback_;  // null: none
   ChunkKeys keys_;
   uint64_t callSeq_ = 0;  // worker thread only

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/call_budget.h"
 #include "algorithms/auto/tuner.h"
 #include "algorithms/error_feedback.h"
 #include "common/param.h"
@@ -90,6 +91,9 @@ struct CommState {
   std::map<int, std::shared_ptr<RuleRuntime>> runtimes;
   std::map<int, std::shared_ptr<RuleRuntime>> rsRuntimes;  // ncclReduceScatter's, by rule
   std::shared_ptr<algo::ErrorFeedbackStore> errorFeedback;
+  // The host executor's call runner (the CUDA executor keeps one per
+  // communicator of its own); released before net.
+  algo::CallBudget budget;
   // Agreed at wiring over `net` (transport/host_topology.h); rule algorithms
   // are wrapped in the hierarchical schedule when topology.hierarchical.
   transport::HostTopology topology;

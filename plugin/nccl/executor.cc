@@ -10,16 +10,20 @@ class HostExecutor : public Executor {
  public:
   const char* name() const override { return "host"; }
   Status submit(const CompressedCall& call, cudaStream_t /*stream: host memory, synchronous*/) override {
-    GC_REQUIRE(call.algorithm && call.net && call.config, Err::Internal,
+    GC_REQUIRE(call.algorithm && call.net && call.config && call.budget, Err::Internal,
                "host executor: incomplete CompressedCall");
     algo::Context ctx{*call.net, device::cpuBackend(), *call.config, call.callSeq,
                       call.errorFeedback};
     if (call.algorithmName) call.net->setActivity(call.algorithmName);
-    if (!call.asked) return algo::runCollective(*call.algorithm, ctx, call.args);
-    return algo::runCheckedAllreduce(
-        *call.algorithm, ctx, call.args,
-        algo::callSignature(*call.asked, call.askedConfig ? *call.askedConfig : *call.config,
-                            call.callSeq, call.args));
+    // The one call path (algorithms/call_budget.h): prepared, then run with
+    // the call check, as the CUDA executor and the C API run theirs.
+    const std::string name = call.algorithmName ? call.algorithmName : "compressed";
+    algo::CallBudget::Reservation promise;
+    GC_CHECK(call.budget->prepare(*call.algorithm, name, ctx, call.args, &promise));
+    if (!call.asked) return call.budget->run(*call.algorithm, name, ctx, call.args, promise);
+    const algo::CallSignature sig = algo::callSignature(
+        *call.asked, call.askedConfig ? *call.askedConfig : *call.config, call.callSeq, call.args);
+    return call.budget->run(*call.algorithm, name, ctx, call.args, promise, &sig);
   }
 };
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/call_budget.h"
 #include "plugin/nccl/cuda_probe.h"
 #include "plugin/nccl/nccl_abi.h"
 
@@ -28,6 +29,9 @@ struct CompressedCall {
   // the host executor exchanges and checks it (algorithms/call_check.h).
   const algo::AlgorithmInfo* asked = nullptr;
   const param::Overrides* askedConfig = nullptr;
+  // The communicator's call runner for executors that keep none of their own
+  // (the host executor): reservations and the call check's signatures.
+  algo::CallBudget* budget = nullptr;
   // Owners of what the pointers above point into (the rule's runtime owns
   // the algorithm, auto's candidates, the configurations and the name).
   // Null for a caller that outlives the call (tests). An asynchronous

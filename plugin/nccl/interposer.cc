@@ -123,6 +123,7 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   call.errorFeedback = st.errorFeedback.get();
   call.asked = algo::findAlgorithm(rt.algoName);  // the rule's algorithm: auto, not its candidate
   call.askedConfig = &rt.config;
+  call.budget = &st.budget;
   call.ownsNet = st.net;
   call.ownsRuntime = rt.shared_from_this();
   call.ownsResiduals = st.errorFeedback;

@@ -239,6 +239,7 @@ void unwireCommunicator(CommState& state) {
   state.runtimes.clear();
   state.rsRuntimes.clear();
   state.errorFeedback.reset();
+  state.budget.release();  // signatures still posted on net
   state.net.reset();
   state.closed = true;
 }

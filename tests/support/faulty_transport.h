@@ -58,6 +58,7 @@ class FaultyTransport : public transport::Transport {
     Transport::setActivity(what);
     inner_->setActivity(what);
   }
+  void setWaitWatch(transport::WaitWatch* watch) override { inner_->setWaitWatch(watch); }
   transport::PeerCounters counters(int peer) const override { return inner_->counters(peer); }
   void resetCounters() override { inner_->resetCounters(); }
 
