@@ -121,6 +121,12 @@
     "NCCL interposer: allreduce calls smaller than this many bytes pass through to NCCL. Tuner plugin: allreduces of at least this many bytes are steered to CollNet when the CollNet plugin compresses.") \
   X(CONFIG, String, "/etc/gradcomp.conf", "",                                               \
     "NCCL interposer: admin TOML file with defaults and per-communicator / per-size rules; GRADCOMP_* variables override it. The default file is read when it exists; a file named here must exist; empty: no file.") \
+  X(SELFTEST, Enum, "auto", "auto|on|off",                                                  \
+    "NCCL interposer: before a flagged communicator's first compressed call touches a user buffer, every rank runs each algorithm the communicator may use on private buffers through the executor real calls take, checks its result against the algorithm's reference and exchanges its verdict over NCCL; if any rank failed, every rank passes that communicator's calls through to NCCL for the rest of the job. auto: on where calls run on a device executor. Also the admin file's selftest key.") \
+  X(SELFTEST_TIMEOUT_S, Double, "30", "1..3600",                                           \
+    "NCCL interposer: seconds the self-test may take on a rank; a rank whose self-test has not finished by then counts as failed (timeout), and the stuck test is abandoned.") \
+  X(SELFTEST_INJECT, String, "", "",                                                        \
+    "Drills the self-test's safety net: KIND:RANK (KIND wrong, error or stall) makes that rank's self-test give a wrong result, fail with an error, or stall past GRADCOMP_SELFTEST_TIMEOUT_S. Set the same value on every rank. Empty: none.") \
   X(STATS, String, "", "",                                                                  \
     "NCCL interposer: path prefix; each rank writes PREFIX.rank<R>.json with per-communicator and per-bucket statistics.") \
   X(NCCL_LIBRARY, String, "", "",                                                           \

@@ -67,6 +67,14 @@ struct RuleRuntime : std::enable_shared_from_this<RuleRuntime> {
 
 enum class Wiring { Pending, Ready, Disabled };
 
+// The communicator's self-test (selftest.h), for the stats.
+struct SelfTestRecord {
+  bool ran = false;
+  bool passed = false;
+  double seconds = 0;
+  std::string verdict;  // "ok", or the first failing rank's verdict
+};
+
 struct CommState {
   ncclComm_t comm = nullptr;
   CommIdentity id;
@@ -98,6 +106,7 @@ struct CommState {
   // are wrapped in the hierarchical schedule when topology.hierarchical.
   transport::HostTopology topology;
   uint64_t callSeq = 0;
+  SelfTestRecord selfTest;
   bool closed = false;  // destroyed or aborted: transport released
   bool failed = false;
   ncclResult_t failedCode = ncclSuccess;

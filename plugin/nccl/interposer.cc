@@ -12,6 +12,7 @@
 #include "plugin/nccl/cuda_probe.h"
 #include "plugin/nccl/executor.h"
 #include "plugin/nccl/real_nccl.h"
+#include "plugin/nccl/selftest.h"
 #include "plugin/nccl/stats.h"
 #include "plugin/nccl/wiring.h"
 #include "transport/failure_monitor.h"
@@ -329,6 +330,17 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
       }
     }
     if (v == Verdict::Compress && st->wiring != Wiring::Ready) v = Verdict::CommDisabled;
+    // Before the first compressed call touches a user buffer: the same call
+    // on every rank (the same verdict from shared data), so every rank tests.
+    if (v == Verdict::Compress && !st->selfTest.ran && st->selfTest.verdict.empty() &&
+        selfTestWanted(policy(), *exec)) {
+      Status s = runSelfTest(policy(), *st, *exec);
+      if (!s.ok()) {
+        markFailed(*st, s);
+        return st->failedCode;
+      }
+      if (st->wiring != Wiring::Ready) v = Verdict::CommDisabled;
+    }
     algo::AllreduceArgs args;
     args.sendBuf = c.sendbuff;
     args.recvBuf = c.recvbuff;

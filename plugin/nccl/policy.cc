@@ -140,6 +140,18 @@ Status buildPolicy(const std::string& systemConfig, Policy* p) {
   GC_CHECK(checkReduceScatterAlgo(rsText, rsOrigin));
   p->rsAlgo = rsText;
 
+  std::string selftestText = file.selftest.value_or("auto");
+  if (fromEnv(param::Id::SELFTEST)) {
+    GC_CHECK(param::getString(param::Id::SELFTEST, &selftestText));
+  } else {
+    param::Value v;
+    GC_CHECK(param::parse(param::spec(param::Id::SELFTEST), selftestText, fileName + " selftest", &v));
+    selftestText = v.s;
+  }
+  p->selftest = selftestText;
+  GC_CHECK(param::getDouble(param::Id::SELFTEST_TIMEOUT_S, &p->selftestTimeoutS));
+  GC_CHECK(param::getString(param::Id::SELFTEST_INJECT, &p->selftestInject));
+
   std::string commsText = file.comms.value_or("all"), commsOrigin = fileName + " comms";
   if (fromEnv(param::Id::COMMS)) {
     GC_CHECK(param::getString(param::Id::COMMS, &commsText));
@@ -353,6 +365,8 @@ std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, 
   os << "GRADCOMP_RS_ALGO=" << policy.rsAlgo << "\n";
   os << "GRADCOMP_COMMS=" << policy.commsText << "\n";
   os << "GRADCOMP_MIN_BYTES=" << policy.minBytes << "\n";
+  os << "GRADCOMP_SELFTEST=" << policy.selftest << "|" << policy.selftestTimeoutS << "|"
+     << policy.selftestInject << "\n";
   os << "communicator.selected=" << (selected ? 1 : 0) << "\n";
   os << "communicator.nranks=" << comm.nranks << "\n";
   // Algorithm parameters as this rank resolves them (environment, else file, else default).

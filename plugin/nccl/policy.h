@@ -66,6 +66,11 @@ struct Policy {
   std::string configPath;              // "" when no file was read
   bool configIsSystemDefault = false;  // configPath is the default file (GRADCOMP_CONFIG unset)
   bool strict = false;
+  // The self-test before a communicator's first compressed call
+  // (plugin/nccl/selftest.h): auto, on or off; its time limit; a drill.
+  std::string selftest = "auto";
+  double selftestTimeoutS = 30;
+  std::string selftestInject;
   // Anything to compress: allreduce (algo) or reduce-scatter (rsAlgo).
   bool enabled() const { return algo != "off" || (!rsAlgo.empty() && rsAlgo != "off"); }
 };

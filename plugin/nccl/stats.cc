@@ -183,6 +183,11 @@ std::string statsJson(const CommState& st) {
      << ", \"passed_bytes\": " << s.passedBytes << ", \"compressed_seconds\": " << s.compressedSeconds
      << ", \"compressed_comm_seconds\": " << s.compressedWaitSeconds
      << ", \"wiring_seconds\": " << s.wiringSeconds
+     << ", \"selftest\": "
+     << (st.selfTest.ran ? "{\"passed\": " + std::string(st.selfTest.passed ? "true" : "false") +
+                               ", \"seconds\": " + std::to_string(st.selfTest.seconds) +
+                               ", \"verdict\": " + jsonString(st.selfTest.verdict) + "}"
+                         : std::string("null"))
      << ", \"reduce_scatter\": {\"calls_compressed\": " << s.reduceScatter.compressedCalls
      << ", \"calls_passed\": " << s.reduceScatter.passedCalls
      << ", \"logical_bytes\": " << s.reduceScatter.compressedLogicalBytes

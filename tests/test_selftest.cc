@@ -1,0 +1,133 @@
+// The self-test before a communicator's first compressed call
+// (plugin/nccl/selftest.h), through libgradcomp.so over the test-double NCCL
+// in real rank processes: a passing test and then compressed calls; a wrong
+// result, an error and a stall injected into rank 2's test
+// (GRADCOMP_SELFTEST_INJECT): every rank passes the communicator through to
+// NCCL, with NCCL's results, within the test's time limit.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "support/multiproc.h"
+#include "support/nccl_api.h"
+
+namespace {
+
+using Api = gradcomp::test::NcclApi;
+using Job = gradcomp::test::NcclJob;
+
+#define CHILD_CHECK(cond)                                                     \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
+      return 1;                                                               \
+    }                                                                         \
+  } while (0)
+
+constexpr int P = 4;
+constexpr size_t kCount = (1 << 18) + 5;
+
+float inputOf(int rank, size_t i) { return float((i * 7 + size_t(rank) * 3) % 97); }
+
+struct Outcome {
+  bool compressed = false;  // the calls stayed away from NCCL
+  double firstCallS = 0;    // the first call, the self-test included
+};
+
+// Every rank: two allreduces of kCount floats (exact small integers, so
+// NCCL's and every exact algorithm's results are bit-identical), results
+// checked, the stats file's self-test record checked against `record`.
+std::vector<int> runJob(const std::string& algo, const std::string& inject, double timeoutS,
+                        const std::string& record, double boundS, bool expectCompressed) {
+  Job job;
+  const std::string stats = job.dir + "/stats";
+  std::map<std::string, std::string> env = {{"GRADCOMP_ALGO", algo},
+                                            {"GRADCOMP_SELFTEST", "on"},
+                                            {"GRADCOMP_SELFTEST_TIMEOUT_S", std::to_string(timeoutS)},
+                                            {"GRADCOMP_STATS", stats}};
+  if (!inject.empty()) env["GRADCOMP_SELFTEST_INJECT"] = inject;
+  const auto exits = gradcomp::test::runRanks(P, [&](int rank) {
+    Api a = gradcomp::test::loadNcclApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, P, job.id, rank) == ncclSuccess);
+    std::vector<float> send(kCount), recv(kCount, -1.0f);
+    for (size_t i = 0; i < kCount; ++i) send[i] = inputOf(rank, i);
+    const int before = a.count("ncclAllReduce");
+    const auto t0 = std::chrono::steady_clock::now();
+    CHILD_CHECK(a.allReduce(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm, nullptr) ==
+                ncclSuccess);
+    const double firstS =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fprintf(stderr, "rank %d: first call (self-test included) %.3f s\n", rank, firstS);
+    CHILD_CHECK(firstS < boundS);
+    CHILD_CHECK(a.allReduce(send.data(), send.data(), kCount, ncclFloat32, ncclSum, comm, nullptr) ==
+                ncclSuccess);
+    // NCCL's results (and dense's) are exact; a compressing algorithm's are not.
+    const bool exact = !expectCompressed || algo == "dense";
+    for (size_t i = 0; exact && i < kCount; ++i) {
+      float want = 0;
+      for (int r = 0; r < P; ++r) want += inputOf(r, i);
+      CHILD_CHECK(recv[i] == want);
+      CHILD_CHECK(send[i] == want);
+    }
+    const int reached = a.count("ncclAllReduce") - before;
+    CHILD_CHECK(reached == (expectCompressed ? 0 : 2));
+    ncclResult_t err = ncclInternalError;
+    CHILD_CHECK(a.asyncError(comm, &err) == ncclSuccess && err == ncclSuccess);
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    const std::string json =
+        gradcomp::test::readWholeFile(stats + ".rank" + std::to_string(rank) + ".json");
+    if (json.find(record) == std::string::npos) {
+      fprintf(stderr, "rank %d: stats lack '%s':\n%s\n", rank, record.c_str(), json.c_str());
+      return 1;
+    }
+    return 0;
+  }, job.env(env), 120);
+  std::vector<int> codes;
+  for (const auto& e : exits) codes.push_back(e.exitCode);
+  return codes;
+}
+
+void requireAllZero(const std::vector<int>& codes) {
+  for (size_t r = 0; r < codes.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(codes[r] == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("self-test: passes, then the communicator's calls run compressed", "[selftest][mp][nccl]") {
+  // dense is exact; oktopk's candidate machinery is exercised by its own tests.
+  requireAllZero(runJob("dense", "", 30, "\"selftest\": {\"passed\": true", 30, true));
+}
+
+TEST_CASE("self-test: passes for compressing algorithms and auto's candidates",
+          "[selftest][mp][nccl]") {
+  for (const char* algo : {"qsgd", "oktopk", "auto"}) {
+    INFO(algo);
+    requireAllZero(runJob(algo, "", 30, "\"selftest\": {\"passed\": true", 30, true));
+  }
+}
+
+TEST_CASE("self-test: a wrong result on one rank passes the communicator through on every rank",
+          "[selftest][mp][nccl]") {
+  requireAllZero(runJob("dense", "wrong:2", 30, "\"verdict\": \"rank 2: wrong: dense allreduce", 30,
+                        false));
+}
+
+TEST_CASE("self-test: an error on one rank passes the communicator through on every rank",
+          "[selftest][mp][nccl]") {
+  requireAllZero(runJob("qsgd", "error:2", 30, "\"verdict\": \"rank 2: error: qsgd allreduce", 30,
+                        false));
+}
+
+TEST_CASE("self-test: a stall on one rank ends the test within its limit + 2 s on every rank",
+          "[selftest][mp][nccl]") {
+  constexpr double kLimitS = 3;
+  requireAllZero(runJob("dense", "stall:2", kLimitS, "\"verdict\": \"rank 2: timeout:", kLimitS + 2,
+                        false));
+}
