@@ -127,6 +127,8 @@
     "NCCL interposer: seconds the self-test may take on a rank; a rank whose self-test has not finished by then counts as failed (timeout), and the stuck test is abandoned.") \
   X(SELFTEST_INJECT, String, "", "",                                                        \
     "Drills the self-test's safety net: KIND:RANK (KIND wrong, error or stall) makes that rank's self-test give a wrong result, fail with an error, or stall past GRADCOMP_SELFTEST_TIMEOUT_S. Set the same value on every rank. Empty: none.") \
+  X(SHADOW, Bool, "0", "",                                                                  \
+    "NCCL interposer: shadow mode. Every call gradcomp would compress returns NCCL's own result, bit-identical to a run without gradcomp, and the compressed algorithm also runs on a copy of its input; the stats record per bucket the wire bytes against dense, the result's relative error against NCCL's, whether all ranks' compressed results agree, and both times (gradcomp-launch --shadow summarizes them). Host executor only for now. Also the admin file's shadow key.") \
   X(STATS, String, "", "",                                                                  \
     "NCCL interposer: path prefix; each rank writes PREFIX.rank<R>.json with per-communicator and per-bucket statistics.") \
   X(NCCL_LIBRARY, String, "", "",                                                           \

@@ -189,6 +189,28 @@ def cli(bin_dir, app):
     check(line == [want], f"reduce-scatter run: summary line {line}, want [{want!r}]")
     table_matches_files(parse_summary(err), docs, "reduce-scatter run")
 
+    # 4b. Shadow mode: every call returns NCCL's result (the app's exact checks
+    # pass), and what qsgd would have done is summarized.
+    sh_dir = os.path.join(tmp, "shadow")
+    rc, out, err = run([launch, "--algo", "qsgd", "--shadow", "--stats-dir", sh_dir, "--",
+                        grun, "-n", "2", app])
+    check(rc == 0, f"shadow run: exit {rc}\n{out}{err}")
+    check(out.count("12 allreduces checked") == 2, "shadow run: both ranks checked NCCL's sums")
+    docs = stats_files(sh_dir)
+    for d in docs:
+        c = d["communicators"][0]
+        sh = c["shadow"]
+        check(c["calls_compressed"] == 0 and c["pass_reasons"].get("shadow") == COMPRESSED[0],
+              f"shadow run rank {d['rank']}: {c['calls_compressed']} compressed, {c['pass_reasons']}")
+        check(sh["calls"] == COMPRESSED[0] and sh["failed"] == 0 and
+              sh["agreed"] == sh["agree_checked"] == COMPRESSED[0] and
+              0 < sh["wire_bytes"] < sh["dense_wire_bytes"] and 0 <= sh["rel_error_max"] < 1,
+              f"shadow run rank {d['rank']}: {sh}")
+    calls = 2 * COMPRESSED[0]
+    check("shadow mode (every call returned NCCL's result); compression would have:" in err and
+          f"  agreed across ranks on {calls} of {calls} calls" in err,
+          f"shadow run: summary\n{err}")
+
     # 5. Bad flags and settings: a clear error, exit 2, and the command never runs.
     marker = os.path.join(tmp, "ran")
     for flags, message in (

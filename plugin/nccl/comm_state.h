@@ -46,6 +46,20 @@ struct ReduceScatterStats {
   uint64_t compressedLogicalBytes = 0, wireBytes = 0, passedBytes = 0;
 };
 
+// Shadow mode (shadow.h), per bucket: what compression would have done.
+struct ShadowBucket {
+  uint64_t calls = 0, failed = 0;
+  uint64_t count = 0;              // elements of the last call
+  bool reduceScatter = false;
+  uint64_t logicalBytes = 0;       // count * dtype size, summed
+  uint64_t wireBytes = 0;          // what the compressed algorithm sent, summed
+  uint64_t denseWireBytes = 0;     // what a ring would send: 2(P-1)/P (allreduce), (P-1)/P
+  std::vector<double> relErrors;   // per call: |compressed - NCCL|_2 / |NCCL|_2
+  uint64_t agreeChecked = 0, agreed = 0;  // calls whose results all ranks compared / found equal
+  double compressedSeconds = 0, ncclSeconds = 0;
+  std::string lastError;
+};
+
 struct CommStats {
   // Every intercepted collective (allreduce and reduce-scatter).
   uint64_t compressedCalls = 0, passedCalls = 0;
@@ -54,6 +68,7 @@ struct CommStats {
   std::map<std::string, uint64_t> passReasons;  // verdict name -> calls
   std::map<uint64_t, BucketStats> buckets;      // by buffer key (address)
   ReduceScatterStats reduceScatter;
+  std::map<uint64_t, ShadowBucket> shadow;  // by buffer key, as buckets
 };
 
 // Algorithm instance and parameters for one rule (-1: the defaults). Shared:
@@ -107,6 +122,8 @@ struct CommState {
   transport::HostTopology topology;
   uint64_t callSeq = 0;
   SelfTestRecord selfTest;
+  bool shadowStopped = false;  // a shadow call failed: no more shadowing (shadow.h)
+  bool shadowNoted = false;    // "not shadowed" logged once
   bool closed = false;  // destroyed or aborted: transport released
   bool failed = false;
   ncclResult_t failedCode = ncclSuccess;

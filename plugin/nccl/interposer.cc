@@ -13,6 +13,7 @@
 #include "plugin/nccl/executor.h"
 #include "plugin/nccl/real_nccl.h"
 #include "plugin/nccl/selftest.h"
+#include "plugin/nccl/shadow.h"
 #include "plugin/nccl/stats.h"
 #include "plugin/nccl/wiring.h"
 #include "transport/failure_monitor.h"
@@ -375,6 +376,8 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
         markFailed(*st, s);
         return st->failedCode;
       }
+      if (policy().shadow)
+        return runShadow(*st, *exec, *rt, args, bytes, c.stream, passThrough);
       if (algo::autosel::AutoTuner* tuner = algo::autosel::tunerOf(rt->algorithm.get()))
         return runAuto(*st, *exec, *rt, *tuner, args, bytes, c.stream, passThrough);
       return runCompressed(*st, *exec, *rt, *rt->algorithm, rt->config, rt->algoName,

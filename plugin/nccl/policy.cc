@@ -151,6 +151,13 @@ Status buildPolicy(const std::string& systemConfig, Policy* p) {
   p->selftest = selftestText;
   GC_CHECK(param::getDouble(param::Id::SELFTEST_TIMEOUT_S, &p->selftestTimeoutS));
   GC_CHECK(param::getString(param::Id::SELFTEST_INJECT, &p->selftestInject));
+  if (file.shadow && !fromEnv(param::Id::SHADOW)) {
+    param::Value v;
+    GC_CHECK(param::parse(param::spec(param::Id::SHADOW), *file.shadow, fileName + " shadow", &v));
+    p->shadow = v.i != 0;
+  } else {
+    GC_CHECK(param::getBool(param::Id::SHADOW, &p->shadow));
+  }
 
   std::string commsText = file.comms.value_or("all"), commsOrigin = fileName + " comms";
   if (fromEnv(param::Id::COMMS)) {
@@ -367,6 +374,7 @@ std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, 
   os << "GRADCOMP_MIN_BYTES=" << policy.minBytes << "\n";
   os << "GRADCOMP_SELFTEST=" << policy.selftest << "|" << policy.selftestTimeoutS << "|"
      << policy.selftestInject << "\n";
+  os << "GRADCOMP_SHADOW=" << (policy.shadow ? 1 : 0) << "\n";
   os << "communicator.selected=" << (selected ? 1 : 0) << "\n";
   os << "communicator.nranks=" << comm.nranks << "\n";
   // Algorithm parameters as this rank resolves them (environment, else file, else default).

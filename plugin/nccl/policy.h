@@ -71,6 +71,8 @@ struct Policy {
   std::string selftest = "auto";
   double selftestTimeoutS = 30;
   std::string selftestInject;
+  // Shadow mode (plugin/nccl/shadow.h): NCCL's results, compression measured beside.
+  bool shadow = false;
   // Anything to compress: allreduce (algo) or reduce-scatter (rsAlgo).
   bool enabled() const { return algo != "off" || (!rsAlgo.empty() && rsAlgo != "off"); }
 };

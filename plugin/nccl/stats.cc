@@ -166,6 +166,55 @@ std::string statsLine(const CommState& st, const char* how) {
   return line;
 }
 
+// Shadow mode's record (shadow.h): per bucket and summed; null when no call
+// was shadowed.
+static double medianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static std::string shadowJson(const std::map<uint64_t, ShadowBucket>& buckets) {
+  if (buckets.empty()) return "null";
+  std::ostringstream os;
+  os.precision(9);
+  ShadowBucket total;
+  std::string list;
+  for (const auto& [key, b] : buckets) {
+    total.calls += b.calls, total.failed += b.failed, total.logicalBytes += b.logicalBytes;
+    total.wireBytes += b.wireBytes, total.denseWireBytes += b.denseWireBytes;
+    total.agreeChecked += b.agreeChecked, total.agreed += b.agreed;
+    total.compressedSeconds += b.compressedSeconds, total.ncclSeconds += b.ncclSeconds;
+    total.relErrors.insert(total.relErrors.end(), b.relErrors.begin(), b.relErrors.end());
+    if (!b.lastError.empty()) total.lastError = b.lastError;
+  }
+  auto fields = [](std::ostringstream& o, const ShadowBucket& b) {
+    const double maxErr = b.relErrors.empty() ? 0 : *std::max_element(b.relErrors.begin(), b.relErrors.end());
+    o << "\"calls\": " << b.calls << ", \"failed\": " << b.failed
+      << ", \"logical_bytes\": " << b.logicalBytes << ", \"wire_bytes\": " << b.wireBytes
+      << ", \"dense_wire_bytes\": " << b.denseWireBytes << ", \"wire_fraction\": "
+      << (b.denseWireBytes ? double(b.wireBytes) / double(b.denseWireBytes) : 0)
+      << ", \"rel_error_median\": " << medianOf(b.relErrors) << ", \"rel_error_max\": " << maxErr
+      << ", \"agree_checked\": " << b.agreeChecked << ", \"agreed\": " << b.agreed
+      << ", \"compressed_seconds\": " << b.compressedSeconds
+      << ", \"nccl_seconds\": " << b.ncclSeconds;
+  };
+  os << "{";
+  fields(os, total);
+  os << ", \"last_error\": " << jsonString(total.lastError) << ", \"buckets\": [";
+  const char* sep = "";
+  for (const auto& [key, b] : buckets) {
+    os << sep << "{\"key\": \"0x" << std::hex << key << std::dec << "\", \"collective\": \""
+       << (b.reduceScatter ? "reducescatter" : "allreduce") << "\", \"count\": " << b.count << ", ";
+    fields(os, b);
+    os << "}";
+    sep = ", ";
+  }
+  os << "]}";
+  return os.str();
+}
+
 std::string statsJson(const CommState& st) {
   const CommStats& s = st.stats;
   std::ostringstream os;
@@ -222,7 +271,7 @@ std::string statsJson(const CommState& st) {
     os << "}";
     sep = ", ";
   }
-  os << "], \"auto\": [";
+  os << "], \"shadow\": " << shadowJson(s.shadow) << ", \"auto\": [";
   sep = "";
   for (const auto& [rule, report] : autoTuners(st)) {
     os << sep << autoJson(rule, report);
