@@ -88,6 +88,8 @@ Status CallBudget::run(Algorithm& algorithm, const std::string& name, Context& c
   try {
     ran = signature ? checker_.run(algorithm, ctx, args, *signature)
                     : runCollective(algorithm, ctx, args);
+  } catch (const device::BackendRefused& refused) {
+    ran = refused.status();
   } catch (const std::bad_alloc&) {
     ran = makeStatus(Err::SystemError, "%s: out of memory (an allocation failed)", what);
   } catch (const std::exception& e) {

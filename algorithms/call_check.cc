@@ -410,6 +410,8 @@ class WatchScope {
 Status runGuarded(Algorithm& alg, Context& ctx, const AllreduceArgs& args) {
   try {
     return runCollective(alg, ctx, args);
+  } catch (const device::BackendRefused& refused) {
+    return refused.status();
   } catch (const std::bad_alloc&) {
     return makeStatus(Err::SystemError,
                       "%s: out of memory (an allocation failed; with GRADCOMP_PROXY_CHECK=error a "

@@ -43,7 +43,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "common/dtype.h"
@@ -67,6 +69,18 @@ struct AccumulateStats {
   double maxAbs = 0;       // largest |acc[i]| over finite values
   uint64_t nonFinite = 0;  // NaN and +-Inf in acc
   uint64_t above = 0;      // #{i : |acc[i]| > threshold} (threshold >= 0)
+};
+
+// What a primitive of a refusing backend throws (Backend::setRefusal): it
+// carries the refusal's status; the call runner (algorithms/call_check.h)
+// turns it into the call's error.
+class BackendRefused : public std::runtime_error {
+ public:
+  explicit BackendRefused(Status why) : std::runtime_error(why.toString()), why_(std::move(why)) {}
+  const Status& status() const { return why_; }
+
+ private:
+  Status why_;
 };
 
 class Backend {
@@ -126,6 +140,14 @@ class Backend {
   // (`what` names the call in messages). strict: growth and plan creation
   // while parked are refused (GRADCOMP_PROXY_CHECK=error), else only recorded.
   virtual void park(const std::string& what, bool strict) { (void)what, (void)strict; }
+  // The CUDA executor's watchdog (plugin/nccl/cuda_executor_proxy.h): once
+  // `refused` answers an error (the watchdog released the caller's stream
+  // while the call's job still runs), every later primitive throws
+  // BackendRefused with it before it enqueues anything, so nothing of that
+  // job writes behind the caller's stream. Set once, before the first call;
+  // `refused` must be cheap and thread-safe. Backends that never run under a
+  // watchdog ignore it.
+  virtual void setRefusal(std::function<Status()> refused) { (void)refused; }
   // Ends it: *drawn = the bytes the call carved beyond the backend's free
   // blocks (what a later call of its shape reserves). An error lists what the
   // call did against the contract.

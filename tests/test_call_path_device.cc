@@ -296,3 +296,59 @@ TEST_CASE("call path: auto's candidates under one name are shapes of their own",
   INFO(ran.toString());
   CHECK(ran.ok());  // strict on cpu-device: growth while parked would fail it
 }
+
+namespace {
+
+// One primitive per call: copies the input to the output on the backend.
+class CopiesOnBackend final : public algo::Algorithm {
+ protected:
+  Status runAllreduce(algo::Context& ctx, const algo::AllreduceArgs& args) override {
+    return ctx.dev.copy(args.recvBuf, args.sendBuf, args.count * dtypeSize(args.dtype));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("call path: once the watchdog released a call, its backend enqueues nothing more and "
+          "the call runner returns why", "[call-path][watchdog]") {
+  // The CUDA executor sets the refusal to its engine's cancellation: a job
+  // still running after the watchdog released the caller's stream must not
+  // write recvbuff behind it. cpu-device keeps the same rule.
+  std::unique_ptr<Backend> dev = device::makeCpuDeviceBackend();
+  std::atomic<bool> released{false};
+  dev->setRefusal([&] {
+    return released.load() ? Status(Err::Timeout, "released by the watchdog (test)") : Status::Ok();
+  });
+  constexpr size_t n = 1024;
+  void* in = dev->allocate(n * 4);
+  void* out = dev->allocate(n * 4);
+  REQUIRE((in && out));
+  auto nets = transport::createLocalTransports(1, 5);
+  param::Overrides config;
+  algo::Context ctx{*nets[0], *dev, config, 0, nullptr};
+  algo::AllreduceArgs args;
+  args.sendBuf = in;
+  args.recvBuf = out;
+  args.count = n;
+  CopiesOnBackend alg;
+  algo::CallChecker checker;
+  const algo::CallSignature sig = algo::CallSignature{};
+  CHECK(checker.run(alg, ctx, args, sig).ok());
+  REQUIRE(dev->sync().ok());
+  const uint64_t before = dev->traffic().primitives;
+
+  released = true;
+  // Directly: the primitive throws before anything is recorded ...
+  CHECK_THROWS_AS(dev->copy(out, in, n * 4), device::BackendRefused);
+  CHECK(dev->traffic().primitives == before);
+  // ... and through the call runner the call fails with the refusal, no throw.
+  Status s;
+  CHECK_NOTHROW(s = checker.run(alg, ctx, args, sig));
+  CHECK(s.code() == Err::Timeout);
+  CHECK_THAT(s.message(), Catch::Contains("released by the watchdog"));
+  CHECK(dev->traffic().primitives == before);
+  released = false;
+  dev->deallocate(in, n * 4);
+  dev->deallocate(out, n * 4);
+  CHECK(dev->sync().ok());
+}

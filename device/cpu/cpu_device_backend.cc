@@ -68,6 +68,7 @@ class CpuDeviceBackend final : public Backend {
   bool reserveWouldGrow(const Reservation& r) const override { return mem_.reserveWouldGrow(r); }
   Status prepareFft(size_t n, size_t chunk) override { return mem_.prepareFft(n, chunk); }
   void park(const std::string& what, bool strict) override { mem_.park(what, strict); }
+  void setRefusal(std::function<Status()> refused) override { refusal_ = std::move(refused); }
   Status unpark(const Reservation& promised, Reservation* drawn) override {
     return mem_.unpark(promised, drawn);
   }
@@ -182,7 +183,7 @@ class CpuDeviceBackend final : public Backend {
   }
 
   // recordCpuDevicePrimitiveForTest.
-  void recordForTest(const char* name, std::function<Status()> op) { defer(name, std::move(op)); }
+  void recordForTest(const char* name, std::function<Status()> op) { (void)defer(name, std::move(op)); }
 
   // ---- Sparse ----
   Status kthLargestAbs(const float* x, size_t n, size_t k, float* threshold,
@@ -610,6 +611,10 @@ class CpuDeviceBackend final : public Backend {
 
   template <class F>
   Status defer(const char* name, F&& f) {
+    if (refusal_) {  // setRefusal: nothing is recorded
+      Status why = refusal_();
+      if (!why.ok()) throw BackendRefused(std::move(why));
+    }
     last_.store(name);
     record("", std::forward<F>(f), false);
     return Status::Ok();
@@ -685,6 +690,7 @@ class CpuDeviceBackend final : public Backend {
 
   CpuDeviceMemory mem_;  // first: outlives the queue's releases
   std::atomic<const char*> last_{nullptr};  // lastPrimitive()
+  std::function<Status()> refusal_;         // setRefusal (set before the first call)
   mutable std::mutex mu_;  // what follows, up to running_
   std::condition_variable cv_;  // running_ went false
   std::vector<Op> queue_;

@@ -205,6 +205,11 @@ std::unique_lock<std::mutex> Prim::enqueueLock(BackendState& s) {
 
 Prim::Prim(BackendState& s, const char* name)
     : s_(s), lock_(enqueueLock(s)), device_(s.device), name_(name), op_(s.ops++) {
+  // Refused (setRefusal): nothing of this primitive is enqueued.
+  if (s.refusal) {
+    Status why = s.refusal();
+    if (!why.ok()) throw BackendRefused(std::move(why));
+  }
   s.lastPrimitive.store(name);
   s.pending = true;
   ++s.traffic.primitives;
@@ -452,6 +457,10 @@ Status CudaBackend::reserve(const Reservation& r) {
 bool CudaBackend::reserveWouldGrow(const Reservation& r) const {
   BackendState& s = *state_;
   return s.deviceHeap->wouldGrow(r.deviceBytes) || s.pinned.heap().wouldGrow(r.hostBytes);
+}
+
+void CudaBackend::setRefusal(std::function<Status()> refused) {
+  state_->refusal = std::move(refused);  // before the first call: no primitive reads it yet
 }
 
 void CudaBackend::park(const std::string& what, bool strict) {

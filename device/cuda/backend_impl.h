@@ -22,6 +22,7 @@
 #include <cstring>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -146,6 +147,8 @@ struct ScalarCopy {
 // What the calling thread does -- reserve(), allocate(), park()/unpark(),
 // deallocation, traffic() -- never waits for a sync in flight.
 struct BackendState {
+  // Backend::setRefusal: checked by every primitive before it enqueues.
+  std::function<Status()> refusal;
   int device = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t event = nullptr;

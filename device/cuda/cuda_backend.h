@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
   bool reserveWouldGrow(const Reservation& r) const override;
   Status prepareFft(size_t n, size_t chunk) override;
   void park(const std::string& what, bool strict) override;
+  void setRefusal(std::function<Status()> refused) override;
   Status unpark(const Reservation& promised, Reservation* drawn) override;
   const char* lastPrimitive() const override;
 

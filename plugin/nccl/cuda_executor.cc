@@ -150,12 +150,17 @@ class CudaExecutor final : public Executor {
     // The plan is keyed by the algorithm that runs (auto's candidate), so a
     // switch of candidate counts as a new shape. Steady-state calls of a
     // seen shape that fit the headroom never wait.
+    // A released call (the watchdog) failed the engine: no new call, and no
+    // primitive of prepare() on this thread (the backend refuses them).
+    GC_CHECK(comm->engine->asyncError());
     const algo::CallBudget::Plan plan = budget->plan(*call.algorithm, name, *dev, call.args);
     if (plan.needsIdle) GC_CHECK(comm->engine->waitIdle());
     const algo::CallBudget::Reservation promise = plan.reservation;
-    {
+    try {
       algo::Context ctx{*call.net, *dev, *call.config, call.callSeq, call.errorFeedback};
       GC_CHECK(budget->prepare(*call.algorithm, name, ctx, call.args, plan));
+    } catch (const device::BackendRefused& refused) {  // released meanwhile
+      return refused.status();
     }
     char what[160];
     std::snprintf(what, sizeof what, "%s %s #%llu of %zu x %s", name.c_str(),
@@ -284,6 +289,9 @@ class CudaExecutor final : public Executor {
           call.ownsNet ? call.ownsNet : std::shared_ptr<transport::Transport>(std::shared_ptr<void>(), net);
       watch.cancel = std::make_shared<CallCancel>();
       proxy->net = std::make_shared<CancellableTransport>(std::move(inner), watch.cancel);
+      // Once the watchdog released a call, the backend enqueues nothing more
+      // of it (the job's primitives throw; the call runner returns the error).
+      proxy->backend->setRefusal([cancel = watch.cancel] { return cancel->check(); });
       // Progress: the job's transport operations, and each change of the
       // primitive enqueued last (both lock-free: a stuck primitive holds the
       // backend's lock). Called on the watchdog thread only, which shutdown
