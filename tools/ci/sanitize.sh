@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer runs (clang, no CUDA), usable alone or from test.sh:
 #   tools/ci/sanitize.sh [asan|tsan|all]   (default all)
-#   asan: the whole CTest suite built with AddressSanitizer + UBSan (+LSan);
+#   asan: the CTest suite (less gradcomp-bench's sweeps, below) built with AddressSanitizer + UBSan (+LSan);
 #   tsan: the threaded tests (transport, executor protocol, WAGMA, CollNet) with TSan.
 # Suppressions (third-party frames only) live in tools/ci/sanitizers/.
 # Prints one "sanitize <stage>: N passed, N failed" line per stage and exits
@@ -19,11 +19,17 @@ failed=0
 GC_TSAN_TESTS=(test_transport test_transport_faults test_failure_monitor test_executor_protocol
                test_proxy_contract test_wagma test_wagma_async test_collnet_plugin)
 
+# Left out of the ASan run: gradcomp-bench's CLI sweeps (16 tests at up to 16M
+# floats per rank, 515 of the stage's 1458 test-seconds on the 2-core VM,
+# 2026-11-29). They run in the main suite; the C API, algorithms and
+# backends they drive run under ASan through their own tests.
+GC_ASAN_EXCLUDE='^gradcomp-bench'
+
 run_asan() {
   gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON
   local log="$ASAN_BUILD_DIR/ctest-asan.log" rc=0
   ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
-    >"$log" 2>&1 || rc=$?
+    -E "$GC_ASAN_EXCLUDE" >"$log" 2>&1 || rc=$?
   grep -E "tests passed|tests failed|^\s+[0-9]+ - .*\((Failed|Timeout|Subprocess|SEGFAULT|Exception)" "$log" | tail -40 || true
   local summary
   summary=$(grep -E "tests passed, [0-9]+ tests failed out of" "$log" | tail -1 || true)
