@@ -39,14 +39,6 @@ struct Job : gradcomp::test::NcclJob {
   }
 };
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 std::string readFile(const std::string& path) { return gradcomp::test::readWholeFile(path); }
 
 // The child's stderr goes to DIR/err.rankR (read by the parent).

@@ -35,14 +35,6 @@ using namespace gradcomp;
 using test::CollNetApi;
 using Clock = std::chrono::steady_clock;
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 std::mutex gLogMu;
 std::string gWarnings;  // WARN lines the plugin sent through NCCL's logger
 

@@ -271,14 +271,6 @@ std::vector<std::string> everyAlgorithm() {
   return names;
 }
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 }  // namespace
 
 TEST_CASE("interposer faults: a rank SIGKILLed during compressed calls", "[faults][mp][nccl]") {

@@ -21,14 +21,6 @@ using Job = gradcomp::test::NcclJob;
 Api loadApi() { return gradcomp::test::loadNcclApi(); }
 std::string readFile(const std::string& path) { return gradcomp::test::readWholeFile(path); }
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 // The last recorded AllReduce equals these arguments exactly.
 bool lastCallIs(const Api& a, int before, const void* s, void* r, size_t n, int dt, int op,
                 ncclComm_t comm, cudaStream_t stream) {

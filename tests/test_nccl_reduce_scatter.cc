@@ -16,14 +16,6 @@ namespace {
 using Api = gradcomp::test::NcclApi;
 using Job = gradcomp::test::NcclJob;
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 bool has(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }

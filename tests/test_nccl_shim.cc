@@ -30,14 +30,6 @@ std::string binaryDir() {
 
 std::string bin(const std::string& rel) { return binaryDir() + "/" + rel; }
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 using InitFn = ncclResult_t (*)(ncclComm_t*, int, ncclUniqueId, int);
 using AllReduceFn = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 

@@ -26,14 +26,6 @@
 
 namespace {
 
-#define CHILD_CHECK(cond)                                                          \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond);      \
-      return 1;                                                                    \
-    }                                                                              \
-  } while (0)
-
 // GC_TEST_BINARY_DIR when CTest passes it, else two levels above this test
 // executable (<build>/tests/test_x).
 std::string binaryDir() {

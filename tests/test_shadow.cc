@@ -19,14 +19,6 @@ namespace {
 using Api = gradcomp::test::NcclApi;
 using Job = gradcomp::test::NcclJob;
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 constexpr int P = 3;
 constexpr size_t kCount = (1 << 18) + 3;
 constexpr int kCalls = 3;

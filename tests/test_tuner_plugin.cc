@@ -16,14 +16,6 @@ namespace {
 
 using namespace gradcomp;
 
-#define CHILD_CHECK(cond)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-
 void testLogger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
   if (level > NCCL_LOG_WARN) return;
   va_list ap;

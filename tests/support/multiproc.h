@@ -6,10 +6,21 @@
 // they die with the test process even when it is killed itself.
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+// In a rank's body: a failed condition is printed with its line and the
+// body returns 1 (Catch2's assertions are not for child processes).
+#define CHILD_CHECK(cond)                                                     \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "rank check failed at line %d: %s\n", __LINE__, #cond); \
+      return 1;                                                               \
+    }                                                                         \
+  } while (0)
 
 namespace gradcomp::test {
 
