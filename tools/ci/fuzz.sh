@@ -22,23 +22,36 @@ gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON "${targets[@]/#/fuzz_}
 artifacts="$ASAN_BUILD_DIR/fuzz-artifacts"
 scratch="$ASAN_BUILD_DIR/fuzz-scratch"
 mkdir -p "$artifacts"
-pass=0 fail=0
-for t in "${targets[@]}"; do
-  bin="$ASAN_BUILD_DIR/tests/fuzz/fuzz_$t"
-  log="$ASAN_BUILD_DIR/fuzz-$t.log"
-  rm -rf "$scratch/$t" && mkdir -p "$scratch/$t"
+# One target: its exit status says whether it found nothing; its summary
+# (or the finding) goes to $ASAN_BUILD_DIR/fuzz-<target>.report.
+fuzz_one() {
+  local t="$1" bin="$ASAN_BUILD_DIR/tests/fuzz/fuzz_$1" log="$ASAN_BUILD_DIR/fuzz-$1.log"
+  local report="$ASAN_BUILD_DIR/fuzz-$1.report"
+  rm -rf "${scratch:?}/$t" && mkdir -p "$scratch/$t"
   if "$bin" "$scratch/$t" "$corpus_root/$t" -max_total_time="$seconds" -timeout=10 \
        -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
        -artifact_prefix="$artifacts/$t-" >"$log" 2>&1; then
-    pass=$((pass + 1))
     execs=$(grep -E "^stat::number_of_executed_units" "$log" | awk '{print $2}' || true)
     cov=$(grep -E "^#[0-9]+.*(DONE|pulse)" "$log" | tail -1 | grep -oE "cov: [0-9]+" || true)
-    echo "fuzz $t: ${execs:-?} execs in ${seconds}s, ${cov:-cov: ?}, no crash"
+    echo "fuzz $t: ${execs:-?} execs in ${seconds}s, ${cov:-cov: ?}, no crash" >"$report"
   else
-    fail=$((fail + 1))
-    echo "fuzz $t: FAILED"
-    grep -E -B2 -A25 "ERROR: |property failed|runtime error|deadly signal" "$log" | head -60 || tail -40 "$log"
+    { echo "fuzz $t: FAILED"
+      grep -E -B2 -A25 "ERROR: |property failed|runtime error|deadly signal" "$log" | head -60 || tail -40 "$log"
+    } >"$report"
+    return 1
   fi
+}
+
+# Each libFuzzer process uses one core: JOBS targets run at once.
+pass=0 fail=0
+for ((i = 0; i < ${#targets[@]}; i += JOBS)); do
+  pids=()
+  for t in "${targets[@]:i:JOBS}"; do fuzz_one "$t" & pids+=($!); done
+  for k in "${!pids[@]}"; do
+    t="${targets[$((i + k))]}"
+    if wait "${pids[$k]}"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    cat "$ASAN_BUILD_DIR/fuzz-$t.report"
+  done
 done
 echo "fuzz: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
