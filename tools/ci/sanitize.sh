@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sanitizer runs (clang, no CUDA), usable alone or from test.sh:
-#   tools/ci/sanitize.sh [asan|tsan|all]   (default all)
+#   tools/ci/sanitize.sh [asan|tsan|all|build]   (default all)
 #   asan: the CTest suite (less gradcomp-bench's sweeps, below) built with AddressSanitizer + UBSan (+LSan);
 #   tsan: the threaded tests (transport, executor protocol, WAGMA, CollNet) with TSan.
+#   build: only builds both trees (test.sh runs it niced while the main suite
+#   runs, so the sanitizer builds use the CPU the main suite leaves idle).
 # Suppressions (third-party frames only) live in tools/ci/sanitizers/.
 # Prints one "sanitize <stage>: N passed, N failed" line per stage and exits
 # non-zero when anything failed.
@@ -82,10 +84,16 @@ run_tsan() {
   [ "$fail" -eq 0 ]
 }
 
+build_all() {
+  gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON
+  gc_build_sanitized "$TSAN_BUILD_DIR" thread OFF "${GC_TSAN_TESTS[@]}"
+}
+
 case "$what" in
+  build) build_all || failed=1 ;;
   asan) run_asan || failed=1 ;;
   tsan) run_tsan || failed=1 ;;
   all) run_asan || failed=1; run_tsan || failed=1 ;;
-  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [asan|tsan|all|build]" >&2; exit 2 ;;
 esac
 exit "$failed"

@@ -4,7 +4,8 @@
 #   tools/ci/faults_full.sh  the full fault matrix (kill/stop x every algorithm, 20 s timeout)
 #   tools/ci/sanitize.sh     whole suite under ASan+UBSan, threaded tests under TSan
 #   tools/ci/fuzz.sh         each libFuzzer target for GC_FUZZ_SECONDS (default 10)
-# GC_CI_MATRIX=quick runs only the normal build and suite. Extra arguments go
+# The sanitizer trees build niced in the background from the start of the main
+# suite (see below). GC_CI_MATRIX=quick runs only the normal build and suite. Extra arguments go
 # to the normal suite's ctest (e.g. -R params). The closing line counts
 # everything: "N passed, N failed"; the exit status is non-zero on any failure.
 set -euo pipefail
@@ -15,8 +16,19 @@ case "$matrix" in full|quick) ;; *) echo "GC_CI_MATRIX=$matrix (accepted: full, 
 gc_install_missing
 gc_build
 results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
 failed=0
+# The sanitizer trees build at the lowest priority while the main suite and
+# the fault matrix run: those tests wait on peers and timeouts much of the
+# time, and at nice 19 the build takes only the CPU they leave idle (the
+# scheduler gives a nice-0 process ~98 % of a core against it). Its output
+# goes to a log; the sanitizer stages build again (a no-op when this
+# finished) and report any build error themselves.
+prebuild_pid=
+if [ "$matrix" = full ]; then
+  nice -n 19 "$GC_ROOT/tools/ci/sanitize.sh" build >"$BUILD_DIR/prebuild-sanitized.log" 2>&1 &
+  prebuild_pid=$!
+fi
+trap 'rm -f "$results"; [ -z "$prebuild_pid" ] || kill "$prebuild_pid" 2>/dev/null || true' EXIT
 stage_start=$SECONDS
 # Each test also has its own TIMEOUT property; --timeout covers the rest.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600 "$@" |
@@ -34,6 +46,12 @@ echo "[main suite: $((SECONDS - stage_start)) s]"
 if [ "$matrix" = full ]; then
   for stage in "tools/ci/faults_full.sh" "tools/ci/sanitize.sh asan" "tools/ci/sanitize.sh tsan" \
                "tools/ci/fuzz.sh ${GC_FUZZ_SECONDS:-10}"; do
+    if [ "$stage" = "tools/ci/sanitize.sh asan" ] && [ -n "$prebuild_pid" ]; then
+      wait_start=$SECONDS
+      wait "$prebuild_pid" || echo "(the niced sanitizer build failed: the stages below build again)"
+      prebuild_pid=
+      echo "[sanitizer builds, niced beside the suites: done $((SECONDS - wait_start)) s after the fault matrix]"
+    fi
     stage_start=$SECONDS
     echo "==== $stage"
     # shellcheck disable=SC2086
