@@ -195,3 +195,57 @@ TEST_CASE("gpu executor: the calling thread never waits for a busy stream", "[gp
   for (double s : submitSeconds) CHECK(s < 1.0);
   testing::checkMatchesCpu(run, cpu, cpuSt, gpu, gpuSt);
 }
+
+TEST_CASE("gpu executor: a call on the executor's private space, as the self-test makes it",
+          "[gpu]") {
+  // The self-test's device lane (plugin/nccl/selftest.cc): private device
+  // buffers and stream on the application buffer's device, the call
+  // submitted there, its outcome read after waitIdle, the result copied back.
+  constexpr int P = 2;
+  constexpr size_t n = (size_t(1) << 14) + 3;
+  nccl::Executor* exec = nccl::cudaExecutor();
+  REQUIRE(exec);
+  const algo::AlgorithmInfo* info = algo::findAlgorithm("dense");
+  REQUIRE(info);
+  auto nets = transport::createLocalTransports(P, 30.0);
+  std::vector<Status> status(P, Status::Ok());
+  std::vector<std::vector<float>> out(P, std::vector<float>(n, -1.0f));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r)
+    threads.emplace_back([&, r] {
+      Status& st = status[size_t(r)];
+      void* like = nullptr;
+      st = cudaOk(cudaSetDevice(0), "cudaSetDevice");
+      if (st.ok()) st = cudaOk(cudaMalloc(&like, 256), "cudaMalloc");
+      std::unique_ptr<nccl::PrivateSpace> space;
+      if (st.ok()) st = exec->makePrivateSpace(like, n * sizeof(float), n * sizeof(float), &space);
+      std::vector<float> in(n);
+      for (size_t i = 0; i < n; ++i) in[i] = float((i + size_t(r)) % 64);
+      if (st.ok()) st = space->upload(in.data(), n * sizeof(float));
+      auto alg = info->create();
+      param::Overrides config;
+      nccl::CompressedCall call;
+      call.args.sendBuf = st.ok() ? space->send() : nullptr;
+      call.args.recvBuf = st.ok() ? space->recv() : nullptr;
+      call.args.count = n;
+      call.args.dtype = DataType::Float32;
+      call.algorithm = alg.get();
+      call.net = nets[size_t(r)].get();
+      call.config = &config;
+      if (st.ok()) st = exec->submit(call, space->stream());
+      if (st.ok()) st = exec->waitIdle(nets[size_t(r)].get());
+      if (st.ok()) st = space->download(out[size_t(r)].data(), n * sizeof(float));
+      exec->release(nets[size_t(r)].get(), false);
+      space.reset();
+      if (like) cudaFree(like);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r << ": " << status[size_t(r)].toString());
+    REQUIRE(status[size_t(r)].ok());
+    for (size_t i = 0; i < n; ++i) {
+      const float want = float(i % 64) + float((i + 1) % 64);  // small integers: exact
+      if (out[size_t(r)][i] != want) FAIL("element " << i << " is " << out[size_t(r)][i] << ", expected " << want);
+    }
+  }
+}

@@ -34,6 +34,7 @@
 #include "common/param.h"
 #include "device/backend.h"
 #include "device/cuda/cuda_backend.h"
+#include "device/cuda/private_buffers.h"
 #include "device/cuda/stream_signals.h"
 #include "plugin/nccl/cuda_executor_proxy.h"
 #include "plugin/nccl/cuda_probe.h"
@@ -64,6 +65,19 @@ class SignalAdapter final : public StreamSide {
   std::unique_ptr<device::exec::CudaSignals> signals_;
 };
 
+class DeviceSpace final : public PrivateSpace {
+ public:
+  explicit DeviceSpace(std::unique_ptr<device::PrivateBuffers> b) : b_(std::move(b)) {}
+  void* send() override { return b_->send(); }
+  void* recv() override { return b_->recv(); }
+  cudaStream_t stream() override { return b_->stream(); }
+  Status upload(const void* host, size_t bytes) override { return b_->upload(host, bytes); }
+  Status download(void* host, size_t bytes) override { return b_->download(host, bytes); }
+
+ private:
+  std::unique_ptr<device::PrivateBuffers> b_;
+};
+
 // Shared pieces are shared with the jobs (JobOwners).
 struct CommProxy {
   int device = -1;
@@ -74,7 +88,9 @@ struct CommProxy {
   // watchdog cancels): one for the communicator's life, at a stable address.
   std::shared_ptr<CancellableTransport> net;
   std::unique_ptr<SignalAdapter> side;
-  std::unique_ptr<ProxyEngine> engine;  // stopped first (joins the proxy)
+  // Stopped first (joins the proxy). Shared with a thread waiting in
+  // waitIdle() (the self-test's), which a release() may overtake.
+  std::shared_ptr<ProxyEngine> engine;
 };
 
 // Everything a job touches, owned by the job as well as by its communicator:
@@ -194,6 +210,31 @@ class CudaExecutor final : public Executor {
         stream, what);
   }
 
+  Status waitIdle(const transport::Transport* net) override {
+    std::shared_ptr<ProxyEngine> engine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = comms_.find(net);
+      if (it == comms_.end()) return Status::Ok();
+      engine = it->second->engine;
+    }
+    // A release() meanwhile shuts the engine down, which completes every
+    // call: the wait ends, and the engine goes with the last reference.
+    GC_CHECK(engine->waitIdle());
+    return engine->asyncError();
+  }
+
+  Status makePrivateSpace(const void* like, size_t sendBytes, size_t recvBytes,
+                          std::unique_ptr<PrivateSpace>* out) override {
+    const int ordinal = deviceOrdinal(like);
+    GC_REQUIRE(ordinal >= 0, Err::InvalidArgument,
+               "cuda executor: cannot tell the CUDA device of %p for private buffers", like);
+    std::unique_ptr<device::PrivateBuffers> buffers;
+    GC_CHECK(device::PrivateBuffers::create(ordinal, sendBytes, recvBytes, &buffers));
+    *out = std::make_unique<DeviceSpace>(std::move(buffers));
+    return Status::Ok();
+  }
+
   Status asyncError(const transport::Transport* net) override {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = comms_.find(net);
@@ -217,7 +258,7 @@ class CudaExecutor final : public Executor {
       // Its job owns everything else it uses (JobOwners, cancelled: its
       // transport refuses every later step) and frees it when it ends; the
       // backend is not retired, a primitive may still run on it.
-      (void)gone->engine.release();
+      (void)new std::shared_ptr<ProxyEngine>(std::move(gone->engine));
       (void)gone->side.release();
       return;
     }
@@ -304,7 +345,7 @@ class CudaExecutor final : public Executor {
         const std::shared_ptr<CancellableTransport> t = guarded.lock();
         return changes + (t ? t->operations() : 0);
       };
-      proxy->engine = std::make_unique<ProxyEngine>(
+      proxy->engine = std::make_shared<ProxyEngine>(
           *proxy->side, "rank " + std::to_string(net->rank()) + " of " +
                             std::to_string(net->size()),
           timeoutS, std::move(watch), [bind = proxyBinding(device)] {

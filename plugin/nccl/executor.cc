@@ -1,10 +1,36 @@
 #include "plugin/nccl/executor.h"
 
+#include <cstring>
+#include <vector>
+
 #include "algorithms/call_check.h"
 #include "device/backend.h"
 
 namespace gradcomp::nccl {
 namespace {
+
+class HostSpace final : public PrivateSpace {
+ public:
+  HostSpace(size_t sendBytes, size_t recvBytes) : send_(sendBytes), recv_(recvBytes) {}
+  void* send() override { return send_.data(); }
+  void* recv() override { return recv_.data(); }
+  cudaStream_t stream() override { return nullptr; }
+  Status upload(const void* host, size_t bytes) override {
+    GC_REQUIRE(bytes <= send_.size(), Err::InvalidArgument, "private space: upload of %zu bytes into %zu",
+               bytes, send_.size());
+    std::memcpy(send_.data(), host, bytes);
+    return Status::Ok();
+  }
+  Status download(void* host, size_t bytes) override {
+    GC_REQUIRE(bytes <= recv_.size(), Err::InvalidArgument,
+               "private space: download of %zu bytes from %zu", bytes, recv_.size());
+    std::memcpy(host, recv_.data(), bytes);
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<char> send_, recv_;
+};
 
 class HostExecutor : public Executor {
  public:
@@ -28,6 +54,12 @@ class HostExecutor : public Executor {
 };
 
 }  // namespace
+
+Status Executor::makePrivateSpace(const void* /*like*/, size_t sendBytes, size_t recvBytes,
+                                  std::unique_ptr<PrivateSpace>* out) {
+  *out = std::make_unique<HostSpace>(sendBytes, recvBytes);
+  return Status::Ok();
+}
 
 Executor& hostExecutor() {
   static HostExecutor executor;

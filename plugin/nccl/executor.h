@@ -43,6 +43,23 @@ struct CompressedCall {
   std::shared_ptr<algo::ErrorFeedbackStore> ownsResiduals;
 };
 
+// Buffers of the executor's own where it runs calls, and the stream to
+// submit them on: for calls on no application memory (the self-test). The
+// host executor's are host memory (stream null); the CUDA executor's device
+// memory on the application buffers' device with a private stream
+// (device/cuda/private_buffers.h). upload/download are complete on return;
+// call them only while no call on stream() is in flight (the proxy rule:
+// they may make driver calls).
+class PrivateSpace {
+ public:
+  virtual ~PrivateSpace() = default;
+  virtual void* send() = 0;
+  virtual void* recv() = 0;
+  virtual cudaStream_t stream() = 0;
+  virtual Status upload(const void* host, size_t bytes) = 0;
+  virtual Status download(void* host, size_t bytes) = 0;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -64,6 +81,17 @@ class Executor {
   // False when submit returns before the call ran (the caller must not read
   // state the call writes, such as residual norms, right after submit).
   virtual bool synchronous() const { return true; }
+  // Asynchronous executors: waits (bounded by GRADCOMP_TIMEOUT_S) until
+  // every call submitted on `net`'s communicator has finished; Ok, or the
+  // first failure. Synchronous ones: Ok at once.
+  virtual Status waitIdle(const transport::Transport* net) {
+    (void)net;
+    return Status::Ok();
+  }
+  // Private buffers where this executor runs calls whose application buffers
+  // look like `like` (the same device); host memory by default.
+  virtual Status makePrivateSpace(const void* like, size_t sendBytes, size_t recvBytes,
+                                  std::unique_ptr<PrivateSpace>* out);
 };
 
 Executor& hostExecutor();

@@ -335,7 +335,7 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
     // on every rank (the same verdict from shared data), so every rank tests.
     if (v == Verdict::Compress && !st->selfTest.ran && st->selfTest.verdict.empty() &&
         selfTestWanted(policy(), *exec)) {
-      Status s = runSelfTest(policy(), *st, *exec);
+      Status s = runSelfTest(policy(), *st, *exec, c.recvbuff);
       if (!s.ok()) {
         markFailed(*st, s);
         return st->failedCode;

@@ -135,6 +135,7 @@ struct Run {
   std::vector<Item> items;
   algo::CallBudget budget;  // the test's own: no reservation or signature of the job's
   Injection inject;
+  const void* like = nullptr;  // an application buffer: the private buffers' device
   double timeoutS = 30;
   int rank = 0, nranks = 0;
 
@@ -198,8 +199,22 @@ void runItems(const std::shared_ptr<Run>& run, Executor* exec) {
   // the first failure is the verdict. After an error the transport is
   // broken on every rank alike (the call check agreed on it): stop there.
   std::string verdict = "ok";
+  // A failure of this rank's own: reported through the failure monitor too,
+  // so the peers' tests stop waiting for this rank at once.
+  auto failOwn = [&](const std::string& what) {
+    verdict = verdictText(run->rank, what);
+    if (std::shared_ptr<transport::FailureMonitor> m = run->net->failureMonitor())
+      m->reportSelf(Status(Err::Internal, "rank " + std::to_string(run->rank) + ": self-test " + what));
+  };
+  // The executor's own buffers (device memory and a private stream on a
+  // device executor), made before any call parks the stream.
+  std::unique_ptr<PrivateSpace> space;
+  const size_t bytes = kSelfTestCount * sizeof(float);
+  const Status made = exec->makePrivateSpace(run->like, bytes, bytes, &space);
+  if (!made.ok()) failOwn("error: private buffers: " + made.toString());
   uint64_t seq = kSelfTestSeq;
-  for (const Item& item : run->items) {
+  const std::vector<Item> none;
+  for (const Item& item : made.ok() ? run->items : none) {
     {
       std::lock_guard<std::mutex> lock(run->mu);
       run->doing = item.label;
@@ -209,16 +224,21 @@ void runItems(const std::shared_ptr<Run>& run, Executor* exec) {
                             : kSelfTestCount;
     std::vector<float> in(count), out(rs ? count / size_t(run->nranks) : count, -1.0f);
     for (size_t i = 0; i < count; ++i) in[i] = inputOf(run->rank, i);
+    const Status moved = space->upload(in.data(), in.size() * sizeof(float));
+    if (!moved.ok()) {
+      failOwn("error: " + item.label + ": " + moved.toString());
+      break;
+    }
     std::unique_ptr<algo::Algorithm> algorithm =
         injected && run->inject.kind == Injection::Kind::Error
             ? std::unique_ptr<algo::Algorithm>(new InjectedError(item.info))
             : item.info->create();
     CompressedCall call;
-    call.args.sendBuf = in.data();
-    call.args.recvBuf = out.data();
+    call.args.sendBuf = space->send();
+    call.args.recvBuf = space->recv();
     call.args.count = count;
     call.args.coll = item.coll;
-    call.args.localKey = uint64_t(uintptr_t(out.data()));
+    call.args.localKey = uint64_t(uintptr_t(space->recv()));
     call.algorithm = algorithm.get();
     call.algorithmName = item.label.c_str();
     call.net = run->net.get();
@@ -228,12 +248,20 @@ void runItems(const std::shared_ptr<Run>& run, Executor* exec) {
     call.askedConfig = &item.config;
     call.budget = &run->budget;
     call.ownsNet = run->net;
-    const Status s = exec->submit(call, nullptr);
+    Status s = exec->submit(call, space->stream());
+    // An asynchronous executor: the call's outcome (bounded by the engine's
+    // timeout and watchdog; the phase's own timeout abandons this thread).
+    if (s.ok()) s = exec->waitIdle(run->net.get());
     if (!s.ok()) {
       // The rank the agreement named, else this one.
       std::shared_ptr<transport::FailureMonitor> m = run->net->failureMonitor();
       const int culprit = m && m->failed() && m->failedRank() >= 0 ? m->failedRank() : run->rank;
       verdict = verdictText(culprit, "error: " + item.label + ": " + s.toString());
+      break;
+    }
+    const Status back = space->download(out.data(), out.size() * sizeof(float));
+    if (!back.ok()) {
+      failOwn("error: " + item.label + ": " + back.toString());
       break;
     }
     if (injected && run->inject.kind == Injection::Kind::Wrong) out[0] += 1.0f;
@@ -275,17 +303,12 @@ bool selfTestWanted(const Policy& policy, const Executor& exec) {
   return policy.selftest == "auto" && !exec.synchronous();  // a device executor
 }
 
-Status runSelfTest(const Policy& policy, CommState& st, Executor& exec) {
+Status runSelfTest(const Policy& policy, CommState& st, Executor& exec, const void* like) {
   const auto start = std::chrono::steady_clock::now();
-  if (std::string(exec.name()) != "host") {
-    st.selfTest.verdict = "not run: no self-test on the " + std::string(exec.name()) + " executor yet";
-    GC_INFO(INIT, "communicator #%llu: %s; compression goes on untested",
-            (unsigned long long)st.id.index, st.selfTest.verdict.c_str());
-    return Status::Ok();
-  }
   st.selfTest.ran = true;
   auto run = std::make_shared<Run>();
   run->net = st.net;
+  run->like = like;
   run->rank = st.rank;
   run->nranks = st.id.nranks;
   run->timeoutS = policy.selftestTimeoutS;
@@ -362,6 +385,9 @@ Status runSelfTest(const Policy& policy, CommState& st, Executor& exec) {
           (unsigned long long)st.id.index, why.c_str(), failed);
   // The test's thread may still use the transport: it keeps its own
   // reference; the communicator drops its own and never touches it again.
+  // An asynchronous executor lets go of the communicator now (its queued
+  // calls fail; a proxy stuck in the driver is abandoned, as at shutdown).
+  if (!exec.synchronous()) exec.release(st.net.get(), /*abortPending=*/true);
   st.budget.release();
   st.net.reset();
   st.disable("self-test failed", why);

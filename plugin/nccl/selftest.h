@@ -22,8 +22,13 @@
 //   pass through to NCCL for the rest of the job) with one WARN naming the
 //   failing rank, the algorithm and what failed; a pass logs one INFO line
 //   with its time.
-// - Executors: the host executor. On the CUDA executor the test is not
-//   built yet: it logs that once and compression goes on untested.
+// - Executors: each runs the test on buffers of its own
+//   (Executor::makePrivateSpace): the host executor in host memory; the CUDA
+//   executor in device memory on the application buffers' device with a
+//   private non-blocking stream, submitted on that stream exactly as a real
+//   call (parked stream, proxy, watchdog), its outcome read when the engine
+//   is idle (Executor::waitIdle), the result copied back only then. The
+//   CUDA path compiles in CI but has not run on a GPU yet.
 #pragma once
 
 #include <string>
@@ -45,6 +50,7 @@ bool selfTestWanted(const Policy& policy, const Executor& exec);
 // communicator calls it at the same call. Caller holds st.mu. On a failed
 // test it disables the communicator (st.wiring) and returns Ok; an error
 // means the agreement itself failed (NCCL).
-Status runSelfTest(const Policy& policy, CommState& st, Executor& exec);
+// `like`: the call's application buffer (the device of the private buffers).
+Status runSelfTest(const Policy& policy, CommState& st, Executor& exec, const void* like);
 
 }  // namespace gradcomp::nccl

@@ -111,11 +111,17 @@ def cmd_stats(a):
     bad = 0
     for r in sorted(driver):
         made = load_json(driver[r])["nccl_allreduce_calls"]
-        done, passed, why = compressed_calls(load_json(stats[r]))
+        rank_stats = load_json(stats[r])
+        done, passed, why = compressed_calls(rank_stats)
         ok = done == made and passed == 0
         bad += not ok
-        print("rank %d: %d NCCL allreduce calls made, %d compressed, %d passed through%s" % (
-            r, made, done, passed, "; disabled: " + "; ".join(why) if why else ""))
+        # The self-test before the first compressed call (GRADCOMP_SELFTEST):
+        # its verdict is what a first GPU run most needs to show.
+        tests = ["%s in %.2f s" % (t.get("verdict", "?"), t.get("seconds", 0))
+                 for t in (c.get("selftest") for c in rank_stats.get("communicators", [])) if t]
+        print("rank %d: %d NCCL allreduce calls made, %d compressed, %d passed through%s%s" % (
+            r, made, done, passed, "; disabled: " + "; ".join(why) if why else "",
+            "; self-test: " + ", ".join(tests) if tests else ""))
     return verdict(bad == 0, "%d ranks: every allreduce compressed" % len(driver) if bad == 0
                    else "%d of %d ranks did not compress every allreduce" % (bad, len(driver)))
 
