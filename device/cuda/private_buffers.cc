@@ -47,24 +47,24 @@ PrivateBuffers::~PrivateBuffers() {
   (void)cudaGetLastError();
 }
 
-Status PrivateBuffers::upload(const void* host, size_t bytes) {
-  GC_REQUIRE(bytes <= sendBytes_, Err::InvalidArgument,
-             "private device buffers: upload of %zu bytes into %zu", bytes, sendBytes_);
+// One copy on the private stream, complete on return.
+Status PrivateBuffers::copy(void* dst, const void* src, size_t bytes, size_t limit, bool toDevice) {
+  GC_REQUIRE(bytes <= limit, Err::InvalidArgument, "private device buffers: %s of %zu bytes, %zu available",
+             toDevice ? "upload" : "download", bytes, limit);
   CurrentDevice current(device_);
   GC_CHECK(current.status());
-  GC_CHECK(cudaOk(cudaMemcpyAsync(send_, host, bytes, cudaMemcpyHostToDevice, stream_),
-                  "cudaMemcpyAsync host to device"));
-  return cudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize after the upload");
+  GC_CHECK(cudaOk(cudaMemcpyAsync(dst, src, bytes,
+                                  toDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream_),
+                  toDevice ? "cudaMemcpyAsync host to device" : "cudaMemcpyAsync device to host"));
+  return cudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize after a copy");
+}
+
+Status PrivateBuffers::upload(const void* host, size_t bytes) {
+  return copy(send_, host, bytes, sendBytes_, true);
 }
 
 Status PrivateBuffers::download(void* host, size_t bytes) {
-  GC_REQUIRE(bytes <= recvBytes_, Err::InvalidArgument,
-             "private device buffers: download of %zu bytes from %zu", bytes, recvBytes_);
-  CurrentDevice current(device_);
-  GC_CHECK(current.status());
-  GC_CHECK(cudaOk(cudaMemcpyAsync(host, recv_, bytes, cudaMemcpyDeviceToHost, stream_),
-                  "cudaMemcpyAsync device to host"));
-  return cudaOk(cudaStreamSynchronize(stream_), "cudaStreamSynchronize after the download");
+  return copy(host, recv_, bytes, recvBytes_, false);
 }
 
 }  // namespace gradcomp::device

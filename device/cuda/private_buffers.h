@@ -45,6 +45,7 @@ class PrivateBuffers {
 
  private:
   PrivateBuffers() = default;
+  Status copy(void* dst, const void* src, size_t bytes, size_t limit, bool toDevice);
   int device_ = -1;
   size_t sendBytes_ = 0, recvBytes_ = 0;
   void* send_ = nullptr;
