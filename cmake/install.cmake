@@ -9,6 +9,9 @@
 #   P/<libdir>/cmake/gradcomp/           find_package(gradcomp)
 #   P/<libdir>/pkgconfig/gradcomp.pc     pkg-config gradcomp
 #   P/share/man/man1/gradcomp-*.1        from each tool's --help
+#   P/lib/python3/dist-packages/gradcomp/  the Python package (gradcomp.torch: the
+#                                        DDP hook); on sys.path for the .deb (/usr),
+#                                        PYTHONPATH for another prefix
 #   P/share/doc/gradcomp/                README, usage, configuration, design,
 #                                        reliability, gradcomp.conf.example
 include(CMakePackageConfigHelpers)
@@ -31,6 +34,17 @@ install(TARGETS gradcomp_nccl_shim LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/g
         NAMELINK_SKIP)
 install(FILES ${PROJECT_SOURCE_DIR}/include/gradcomp/gradcomp.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gradcomp)
+
+# The Python package, with _install.py telling it where the C API library is
+# relative to itself (python/gradcomp/capi.py).
+set(GC_PYTHON_DIR lib/python3/dist-packages)
+file(RELATIVE_PATH GC_PY_TO_LIB /P/${GC_PYTHON_DIR}/gradcomp /P/${CMAKE_INSTALL_LIBDIR})
+file(WRITE ${PROJECT_BINARY_DIR}/python/_install.py
+  "# Written by the install (cmake/install.cmake): the C API library's directory\n"
+  "# relative to this package.\nLIB_RELATIVE = \"${GC_PY_TO_LIB}\"\n")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/gradcomp DESTINATION ${GC_PYTHON_DIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+install(FILES ${PROJECT_BINARY_DIR}/python/_install.py DESTINATION ${GC_PYTHON_DIR}/gradcomp)
 
 # CMake package (relocatable) and pkg-config file (written at install time, so
 # that its prefix is the one installed to: --prefix, or cpack's /usr).

@@ -24,6 +24,10 @@ for f in "$lib/libgradcomp.so" "$lib/libgradcomp-api.so" "$lib/gradcomp/shim/lib
          "$stage/share/doc/gradcomp/configuration.md" "$stage/share/doc/gradcomp/gradcomp.conf.example"; do
   [ -f "$f" ] || fail "missing $f"
 done
+# The Python package finds the installed C API by itself (gradcomp.torch needs torch).
+PYTHONPATH=$stage/lib/python3/dist-packages python3 -c 'from gradcomp import capi
+assert "qsgd" in capi.algorithm_names(), capi.algorithm_names()' ||
+  fail "the installed Python package cannot load the installed libgradcomp-api.so"
 [ "$(readlink "$lib/libnccl-net-gradcomp.so")" = libgradcomp.so ] ||
   fail "$lib/libnccl-net-gradcomp.so is not a link to libgradcomp.so"
 

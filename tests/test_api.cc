@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -166,4 +167,36 @@ TEST_CASE("api: a bad GRADCOMP_* value fails communicator init with its name", "
       },
       {{"GRADCOMP_DENSE_RD_MAX_BYTES", "lots"}}, 60);
   REQUIRE(test::allSucceeded(exits));
+}
+
+TEST_CASE("api: gcGetUniqueId / gcCommInitRank and gcCommPolicyConfig on one rank", "[api]") {
+  setenv("GRADCOMP_CONFIG", "", 1);  // not this machine's admin file; GRADCOMP_ALGO unset: off
+  gcUniqueId id;
+  CHECK(gcGetUniqueId("127.0.0.1", nullptr) == gcInvalidArgument);
+  gcComm_t comm = nullptr;
+  CHECK(gcCommInitRank(nullptr, 1, &id, 0) == gcInvalidArgument);
+  CHECK(gcCommInitRank(&comm, 1, nullptr, 0) == gcInvalidArgument);
+  std::memset(&id, 0, sizeof id);
+  std::strcpy(id.internal, "127.0.0.1:1");
+  CHECK(gcCommInitRank(&comm, 2, &id, 2) == gcInvalidArgument);
+  CHECK(lastErrorHas("rank 2 of 2"));
+  std::strcpy(id.internal, "no-port");
+  CHECK(gcCommInitRank(&comm, 2, &id, 1) == gcInvalidArgument);
+  CHECK(lastErrorHas("'no-port' is not host:port"));
+  CHECK(comm == nullptr);
+
+  REQUIRE(gcGetUniqueId(nullptr, &id) == gcSuccess);  // 127.0.0.1, a kernel-picked port
+  CHECK(std::string(id.internal).rfind("127.0.0.1:", 0) == 0);
+  REQUIRE(gcCommInitRank(&comm, 1, &id, 0) == gcSuccess);
+  CHECK(gcCommSize(comm) == 1);
+  gcAlgoConfig_t cfg = nullptr;
+  const char* why = nullptr;
+  CHECK(gcCommPolicyConfig(comm, 1 << 20, gcFloat32, gcAvg, nullptr, &why) == gcInvalidArgument);
+  REQUIRE(gcCommPolicyConfig(comm, 1 << 20, gcFloat32, gcAvg, &cfg, &why) == gcSuccess);
+  CHECK(cfg == nullptr);
+  CHECK(std::string(why) == "algorithm off");
+  float x[4] = {1, 2, 3, 4};
+  CHECK(gcAllreduce(x, x, 4, gcFloat32, gcSum, nullptr, 0, comm) == gcSuccess);
+  CHECK(x[3] == 4);
+  CHECK(gcCommDestroy(comm) == gcSuccess);
 }

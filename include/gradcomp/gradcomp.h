@@ -69,6 +69,22 @@ typedef struct {
  * GRADCOMP_NRANKS or a launcher's variables, GRADCOMP_BOOTSTRAP or
  * MASTER_ADDR:MASTER_PORT), then UCX endpoints to every peer. */
 GC_API gcResult_t gcCommInitFromEnv(gcComm_t* comm);
+/* A rendezvous without environment variables, NCCL-style, for clients that
+ * have their own key-value store (the PyTorch hook: python/gradcomp/torch.py).
+ * Rank 0 calls gcGetUniqueId, which opens a listener on `host` (a local
+ * address or name the other ranks can reach; NULL: 127.0.0.1) at a port the
+ * kernel picks and writes "host:port" (text, NUL-terminated) into id; the id
+ * reaches every rank by the client's means; then all ranks call
+ * gcCommInitRank with it (collective; rank 0 in the process that made the
+ * id, else rank 0 listens at the id's host:port itself). GRADCOMP_RANK,
+ * GRADCOMP_NRANKS and GRADCOMP_BOOTSTRAP are not read; every other
+ * GRADCOMP_* variable is, as for gcCommInitFromEnv. */
+#define GC_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[GC_UNIQUE_ID_BYTES];
+} gcUniqueId;
+GC_API gcResult_t gcGetUniqueId(const char* host, gcUniqueId* id);
+GC_API gcResult_t gcCommInitRank(gcComm_t* comm, int nranks, const gcUniqueId* id, int rank);
 GC_API int gcCommRank(gcComm_t comm);
 GC_API int gcCommSize(gcComm_t comm);
 GC_API gcResult_t gcCommDestroy(gcComm_t comm);
@@ -110,6 +126,20 @@ GC_API gcResult_t gcAllreduce(const void* sendbuf, void* recvbuf, size_t count, 
 GC_API gcResult_t gcReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                   gcDataType_t dtype, gcRedOp_t op, gcAlgoConfig_t config,
                                   uint64_t bufferKey, gcComm_t comm);
+
+/* What the NCCL interposer would do with an allreduce of count x dtype with
+ * op, from the same configuration (defaults, the admin file: GRADCOMP_CONFIG,
+ * else /etc/gradcomp.conf; GRADCOMP_* variables; docs/usage.md): *config gets
+ * the algorithm and parameters of the matching rule (free it with
+ * gcAlgoConfigDestroy), or NULL when the call would pass through; *why (may
+ * be NULL) is the verdict's name ("compress", "algorithm off", "below
+ * GRADCOMP_MIN_BYTES", "data type not f32/f16/bf16", ...; static storage).
+ * Rules select communicators as the interposer's do, with this one as index
+ * 0, unnamed, of gcCommSize ranks. The first call on comm is collective: it
+ * reads the configuration and compares it across ranks, and a difference
+ * fails every rank with gcInvalidConfig naming the first differing key. */
+GC_API gcResult_t gcCommPolicyConfig(gcComm_t comm, size_t count, gcDataType_t dtype,
+                                     gcRedOp_t op, gcAlgoConfig_t* config, const char** why);
 
 /* The algorithm comm's last successful gcAllreduce ran: the configured one,
  * or for "auto" the candidate it chose (e.g. "qsgd:BITS=4"; "dense(flush)"

@@ -91,8 +91,10 @@ Status configCreate(const char* algo, gcAlgoConfig_t* out) {
   GC_REQUIRE(algo, Err::InvalidArgument, "gcAlgoConfigCreate: algorithm name is NULL (known: %s)",
              algo::algorithmNames().c_str());
   const algo::AlgorithmInfo* info = algo::findAlgorithm(algo);
-  GC_REQUIRE(info, Err::InvalidArgument, "gcAlgoConfigCreate: unknown algorithm '%s' (known: %s)",
-             algo, algo::algorithmNames().c_str());
+  if (!info) info = algo::findAllgatherAlgorithm(algo);  // blockq, cast: gcAllgather only
+  GC_REQUIRE(info, Err::InvalidArgument,
+             "gcAlgoConfigCreate: unknown algorithm '%s' (known: %s; for gcAllgather: %s)", algo,
+             algo::algorithmNames().c_str(), algo::allgatherNames().c_str());
   auto config = std::make_unique<gcAlgoConfig>();
   config->info = info;
   *out = config.release();
@@ -124,11 +126,13 @@ bool knownDtype(int t) {
          t == gcBfloat16;
 }
 
-// gcAllreduce and gcReduceScatter (count: the whole input, recvcount x P).
+// gcAllreduce, gcReduceScatter (count: the whole input, recvcount x P) and
+// gcAllgather (count: the whole output, sendcount x P).
 Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, size_t count,
                   int dtype, int op, gcAlgoConfig_t config, uint64_t bufferKey, gcComm_t comm) {
   const bool rs = coll == algo::Collective::ReduceScatter;
-  const char* fn = rs ? "gcReduceScatter" : "gcAllreduce";
+  const bool ag = coll == algo::Collective::AllGather;
+  const char* fn = rs ? "gcReduceScatter" : ag ? "gcAllgather" : "gcAllreduce";
   GC_REQUIRE(comm, Err::InvalidArgument, "%s: comm is NULL", fn);
   GC_REQUIRE(knownDtype(dtype), Err::InvalidArgument,
              "%s: dtype %d is invalid: expected gcInt32 (2), gcInt64 (4), gcFloat16 (6), "
@@ -151,7 +155,7 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
     shape.op = op == gcAvg ? RedOp::Avg : RedOp::Sum;
     shape.coll = coll;
     Status layout = algo::checkCallArgs(shape, comm->net->size(), comm->net->rank());
-    const std::string prefix = rs ? "reduce-scatter: " : "allreduce: ";
+    const std::string prefix = rs ? "reduce-scatter: " : ag ? "allgather: " : "allreduce: ";
     const std::string& why = layout.message();
     GC_REQUIRE(layout.ok(), Err::InvalidArgument, "%s: %s", fn,
                why.c_str() + (why.compare(0, prefix.size(), prefix) == 0 ? prefix.size() : 0));
@@ -166,11 +170,25 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
   GC_REQUIRE(cfg.info, Err::Internal, "%s: algorithm 'dense' is not registered", fn);
   GC_REQUIRE(!rs || cfg.info->hasReduceScatter(), Err::Unsupported,
              "gcReduceScatter: algorithm '%s' has no reduce-scatter form", cfg.info->name.c_str());
+  // An allgather runs the allgather registry's entry of that name (dense,
+  // cast, blockq); an allreduce or reduce-scatter never runs one of those.
+  const algo::AlgorithmInfo* info = cfg.info;
+  if (ag) {
+    info = algo::findAllgatherAlgorithm(cfg.info->name);
+    GC_REQUIRE(info, Err::Unsupported, "gcAllgather: algorithm '%s' has no allgather form "
+               "(those with one: %s)", cfg.info->name.c_str(), algo::allgatherNames().c_str());
+  } else {
+    GC_REQUIRE(algo::findAlgorithm(info->name) == info, Err::Unsupported,
+               "%s: algorithm '%s' is an allgather only (gcAllgather)", fn, info->name.c_str());
+  }
   // A reduce-scatter runs its own instance (its residuals are the whole
   // input's), hierarchical like the allreduce's where the topology is.
   std::unique_ptr<algo::Algorithm>& instance =
-      comm->algorithms[rs ? cfg.info->name + "/reducescatter" : cfg.info->name];
-  if (!instance) {
+      comm->algorithms[rs ? cfg.info->name + "/reducescatter"
+                       : ag ? cfg.info->name + "/allgather" : cfg.info->name];
+  if (!instance && ag) {
+    instance = info->create();  // flat: no hierarchical allgather yet
+  } else if (!instance) {
     instance = cfg.info->create();
     if (comm->topology.hierarchical && algo::hierarchy::supportsHierarchy(*cfg.info))
       instance = algo::hierarchy::makeHierarchical(std::move(instance), comm->topology.hostRanks);
@@ -184,21 +202,21 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
   args.recvBuf = recvbuf;
   args.count = count;
   args.dtype = DataType(dtype);
-  args.op = RedOp(op);
+  args.op = ag ? RedOp::Sum : RedOp(op);
   args.bufferKey = bufferKey;  // 0: keyed by shape, residuals by recvbuf (algorithm.h)
   args.coll = coll;
   algo::Context ctx{*comm->net, *comm->dev, cfg.overrides, comm->callSeq++};
   comm->net->setActivity(cfg.info->name.c_str());
   // The call's GRADCOMP_EF (config override, else registry) decides.
-  GC_CHECK(algo::ErrorFeedbackStore::forCall(comm->errorFeedback.get(), cfg.overrides,
-                                             &ctx.errorFeedback));
+  if (!ag)
+    GC_CHECK(algo::ErrorFeedbackStore::forCall(comm->errorFeedback.get(), cfg.overrides,
+                                               &ctx.errorFeedback));
   GC_TRACE(ALGO, "%s #%llu: %s, %zu x %s, %s", fn, (unsigned long long)ctx.callSeq,
            cfg.info->name.c_str(), count, dtypeName(args.dtype), redOpName(args.op));
   // As the CUDA executor runs it: prepared and reserved on the calling
   // thread, then run with the backend parked (algorithms/call_budget.h),
   // signatures checked and a failure here made every rank's (call_check.h).
-  const algo::CallSignature sig =
-      algo::callSignature(*cfg.info, cfg.overrides, ctx.callSeq, args);
+  const algo::CallSignature sig = algo::callSignature(*info, cfg.overrides, ctx.callSeq, args);
   algo::CallBudget::Reservation promise;
   GC_CHECK(comm->budget.prepare(*instance, cfg.info->name, ctx, args, &promise));
   GC_CHECK(comm->budget.run(*instance, cfg.info->name, ctx, args, promise, &sig));
@@ -286,6 +304,20 @@ gcResult_t gcReduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                "gcReduceScatter: recvcount %zu x %zu ranks overflows", recvcount, P);
     return gradcomp::api::collective(gradcomp::algo::Collective::ReduceScatter, sendbuf, recvbuf,
                                      recvcount * P, int(dtype), int(op), config, bufferKey, comm);
+  });
+}
+
+gcResult_t gcAllgather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                       gcDataType_t dtype, gcAlgoConfig_t config, gcComm_t comm) {
+  return guard("gcAllgather", [&]() -> gradcomp::Status {
+    GC_REQUIRE(comm && comm->net, gradcomp::Err::InvalidArgument,
+               "gcAllgather: comm is NULL or not initialized");
+    const size_t P = size_t(comm->net->size());
+    GC_REQUIRE(sendcount <= std::numeric_limits<size_t>::max() / P,
+               gradcomp::Err::InvalidArgument, "gcAllgather: sendcount %zu x %zu ranks overflows",
+               sendcount, P);
+    return gradcomp::api::collective(gradcomp::algo::Collective::AllGather, sendbuf, recvbuf,
+                                     sendcount * P, int(dtype), gcSum, config, 0, comm);
   });
 }
 

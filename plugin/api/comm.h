@@ -15,6 +15,10 @@
 #include "transport/host_topology.h"
 #include "transport/transport.h"
 
+namespace gradcomp::nccl {
+struct Policy;
+}
+
 struct gcComm {
   // Declaration order is teardown order reversed: the transport goes before
   // the bootstrap it was wired through.
@@ -37,6 +41,9 @@ struct gcComm {
   gradcomp::algo::CallBudget budget;
   uint64_t callSeq = 0;  // equal on all ranks: every rank makes the same calls
   std::string lastAlgorithm;  // gcCommLastAlgorithm
+  // The interposer's configuration, loaded and compared across ranks by the
+  // first gcCommPolicyConfig (plugin/nccl/policy.h).
+  std::shared_ptr<const gradcomp::nccl::Policy> policy;
 };
 
 struct gcAlgoConfig {
