@@ -32,8 +32,14 @@ namespace gradcomp::algo {
 // recvcount = count / P elements, and rank r receives elements
 // [r * recvcount, (r + 1) * recvcount) of the reduction. In place means
 // recvBuf == sendBuf + r * recvcount elements (NCCL's in-place layout).
-enum class Collective { AllReduce = 0, ReduceScatter = 1 };
-const char* collectiveName(Collective c);  // "allreduce", "reducescatter"
+// AllGather is sized by the whole output too: count = sendcount * P
+// elements in recvBuf, sendBuf holds sendcount = count / P, and rank r's
+// shard lands at [r * sendcount, (r + 1) * sendcount) on every rank; op is
+// ignored. In place means sendBuf == recvBuf + r * sendcount elements. Its
+// algorithms are a set of their own (algorithms/allgather/allgather.h).
+enum class Collective { AllReduce = 0, ReduceScatter = 1, AllGather = 2 };
+// "allreduce", "reducescatter", "allgather"
+const char* collectiveName(Collective c);
 
 struct AllreduceArgs {
   const void* sendBuf = nullptr;
@@ -102,6 +108,10 @@ class Algorithm {
   // becomes non-virtual once that double overrides runAllreduce.
   virtual Status allreduce(Context& ctx, const AllreduceArgs& args);
   Status reduceScatter(Context& ctx, const AllreduceArgs& args);
+  // Allgather (layout at Collective), only where hasAllgather() (else
+  // Unsupported naming the algorithm); checked like the others.
+  Status allgather(Context& ctx, const AllreduceArgs& args);
+  bool hasAllgather() const;
   // Whether it has a reduce-scatter form: what its registry entry says
   // (AlgorithmInfo::hasReduceScatter, the one source). An algorithm made
   // outside the registry (a test's, FlushDense) has none.
@@ -149,6 +159,7 @@ class Algorithm {
   // noted at allreduce()).
   virtual Status runAllreduce(Context& ctx, const AllreduceArgs& args);
   virtual Status runReduceScatter(Context& ctx, const AllreduceArgs& args);
+  virtual Status runAllgather(Context& ctx, const AllreduceArgs& args);
 
  private:
   const AlgorithmInfo* info_ = nullptr;
@@ -189,7 +200,7 @@ class Reference {
   }
 };
 
-// Runs args.coll on `alg`: allreduce() or reduceScatter(); the one entry the
+// Runs args.coll on `alg`: allreduce(), reduceScatter() or allgather(); the one entry the
 // executors, CallBudget and tools use.
 Status runCollective(Algorithm& alg, Context& ctx, const AllreduceArgs& args);
 // The one check of a call's arguments, made by Algorithm::allreduce and
@@ -199,8 +210,9 @@ Status runCollective(Algorithm& alg, Context& ctx, const AllreduceArgs& args);
 // reduce-scatter's count a multiple of nranks; non-null buffers when count
 // > 0; buffers disjoint or in place (allreduce: recvBuf == sendBuf;
 // reduce-scatter: NCCL's layout, recvBuf == sendBuf + rank * recvcount
-// elements). InvalidArgument naming the argument; messages begin with
-// "allreduce: " or "reduce-scatter: ".
+// elements; allgather: sendBuf == recvBuf + rank * sendcount elements, op
+// not checked). InvalidArgument naming the argument; messages begin with
+// "allreduce: ", "reduce-scatter: " or "allgather: ".
 Status checkCallArgs(const AllreduceArgs& args, int nranks, int rank);
 
 struct AlgorithmInfo {
@@ -220,7 +232,14 @@ struct AlgorithmInfo {
   // reads it; the plugin, the C API and the tools ask it).
   std::function<std::unique_ptr<Reference>(int nranks)> reduceScatterReference = nullptr;
 
+  // The allgather form's reference (null: none). Its expect() gets
+  // args.coll == AllGather and fills the whole output's count values, the
+  // same on every rank. Allgather schedules live in their own registry
+  // (algorithms/allgather/allgather.h), so listAlgorithms() never lists one.
+  std::function<std::unique_ptr<Reference>(int nranks)> allgatherReference = nullptr;
+
   bool hasReduceScatter() const { return bool(reduceScatterReference); }
+  bool hasAllgather() const { return bool(allgatherReference); }
 };
 
 void registerAlgorithm(AlgorithmInfo info);
@@ -234,8 +253,20 @@ std::string selectorNames();
 // "cltk, dense, ..." (the schedules with a reduce-scatter form), for messages.
 std::string reduceScatterNames();
 
+// The allgather schedules (GRADCOMP_AG_ALGO): a registry of their own, so
+// that nothing that sweeps listAlgorithms() runs an allreduce on one. Each
+// entry has allgatherReference set; a static AllgatherRegistrar registers one.
+void registerAllgatherAlgorithm(AlgorithmInfo info);
+const AlgorithmInfo* findAllgatherAlgorithm(const std::string& name);
+std::vector<const AlgorithmInfo*> listAllgatherAlgorithms();
+// "blockq, cast, dense", for messages.
+std::string allgatherNames();
+
 struct Registrar {
   explicit Registrar(AlgorithmInfo info) { registerAlgorithm(std::move(info)); }
+};
+struct AllgatherRegistrar {
+  explicit AllgatherRegistrar(AlgorithmInfo info) { registerAllgatherAlgorithm(std::move(info)); }
 };
 
 }  // namespace gradcomp::algo
@@ -244,3 +275,4 @@ struct Registrar {
 // whole-archive into every binary so registrars are never dropped.
 #define GC_REGISTER_ALGORITHM(id, ...) \
   static ::gradcomp::algo::Registrar gc_registrar_##id(::gradcomp::algo::AlgorithmInfo __VA_ARGS__)
+

@@ -121,7 +121,8 @@ Decoded decode(const unsigned char* wire, size_t bytes) {
 }
 
 std::string collText(int coll) {
-  return coll == 0 ? "allreduce" : coll == 1 ? "reducescatter" : "collective ?";
+  return coll == 0 ? "allreduce" : coll == 1 ? "reducescatter" : coll == 2 ? "allgather"
+                                                                            : "collective ?";
 }
 
 // "0-1,3": sorted ranks as ranges.

@@ -16,13 +16,16 @@ std::map<std::string, AlgorithmInfo>& registry() {
   return algorithms;
 }
 
-}  // namespace
+std::map<std::string, AlgorithmInfo>& allgatherRegistry() {
+  static std::map<std::string, AlgorithmInfo> algorithms;
+  return algorithms;
+}
 
-void registerAlgorithm(AlgorithmInfo info) {
+void registerIn(std::map<std::string, AlgorithmInfo>& map, AlgorithmInfo info) {
   // A duplicate name is a build mistake (two files claim one name); keep the
   // first so behaviour does not depend on link order, and say so.
   const std::string name = info.name;
-  auto [it, added] = registry().emplace(name, std::move(info));
+  auto [it, added] = map.emplace(name, std::move(info));
   if (!added) {
     GC_WARN("algorithm '%s' registered twice; keeping the first registration", name.c_str());
     return;
@@ -36,6 +39,30 @@ void registerAlgorithm(AlgorithmInfo info) {
       if (a) a->setInfo(entry);
       return a;
     };
+}
+
+}  // namespace
+
+void registerAlgorithm(AlgorithmInfo info) { registerIn(registry(), std::move(info)); }
+void registerAllgatherAlgorithm(AlgorithmInfo info) {
+  registerIn(allgatherRegistry(), std::move(info));
+}
+
+const AlgorithmInfo* findAllgatherAlgorithm(const std::string& name) {
+  auto it = allgatherRegistry().find(name);
+  return it == allgatherRegistry().end() ? nullptr : &it->second;
+}
+
+std::vector<const AlgorithmInfo*> listAllgatherAlgorithms() {
+  std::vector<const AlgorithmInfo*> out;
+  for (const auto& entry : allgatherRegistry()) out.push_back(&entry.second);
+  return out;
+}
+
+std::string allgatherNames() {
+  std::string names;
+  for (const auto& entry : allgatherRegistry()) names += (names.empty() ? "" : ", ") + entry.first;
+  return names;
 }
 
 const AlgorithmInfo* findAlgorithm(const std::string& name) {

@@ -115,6 +115,10 @@
     "NCCL interposer and CollNet plugin: algorithm for eligible ncclAllReduce calls and CollNet chunks (a registry name such as qsgd, or auto: per call the candidate of GRADCOMP_AUTO_CANDIDATES a model calibrated on this job predicts fastest), or off for pure pass-through (the CollNet plugin then offers no device).") \
   X(RS_ALGO, String, "", "",                                                                \
     "NCCL interposer: algorithm for eligible ncclReduceScatter calls (FSDP, ZeRO): a registry name with a reduce-scatter form (dense, qsgd, rbf, sign, ...; gradcomp-bench --list says which), off for pass-through, or empty: the call's algorithm (GRADCOMP_ALGO or its rule's) where it has a reduce-scatter form, else pass-through. Hierarchical under GRADCOMP_HIERARCHY like the allreduce: dense inside each host, the algorithm's reduce-scatter across hosts.") \
+  X(AG_ALGO, String, "off", "",                                                             \
+    "NCCL interposer: algorithm for eligible ncclAllGather calls (FSDP, ZeRO-3 parameter gathers): dense, blockq (int8/int4 codes, GRADCOMP_BITS, a scale per GRADCOMP_AG_BLOCK elements) or cast (bf16), or off (default) for pass-through. An allgather may carry activations (tensor and sequence parallelism): flag only data-parallel communicators (GRADCOMP_COMMS).") \
+  X(AG_BLOCK, Int, "2048", "1..16777216",                                                   \
+    "blockq allgather: elements per block; each block sends one fp32 scale (4 bytes) besides its codes.") \
   X(COMMS, String, "all", "",                                                               \
     "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
   X(MIN_BYTES, Size, "1M", "0..1T",                                                         \

@@ -410,6 +410,22 @@ class Backend {
                                 float* spectrum) = 0;
   // RemoteError unless every x[i] is finite.
   virtual Status checkFinite(const float* x, size_t n, int source) = 0;
+
+  // ---- Block quantization (allgather blockq; quant_types.h) ----------------
+  // out gets blockqBytes(n, spec): the block scales then the packed codes.
+  // Backends without these kernels (CUDA so far) answer Unsupported.
+  virtual Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec,
+                              uint8_t* out) {
+    (void)src, (void)n, (void)spec, (void)out;
+    return makeStatus(Err::Unsupported, "backend %s has no blockq primitives", name());
+  }
+  // dst[i] = decoded. RemoteError naming `source` when a scale is NaN, a code
+  // is one its block cannot hold, or padding bits are set.
+  virtual Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec,
+                              float* dst, int source) {
+    (void)in, (void)n, (void)spec, (void)dst, (void)source;
+    return makeStatus(Err::Unsupported, "backend %s has no blockq primitives", name());
+  }
 };
 
 // Bytes of rbfEncodeSegments' output.

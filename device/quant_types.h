@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace gradcomp::device {
 
@@ -52,6 +53,59 @@ struct MaxMinSpec {
   uint64_t seed = 0;    // streamSeed(...) of this encoding
 };
 inline size_t maxMinBuckets(size_t n, size_t bucket) { return (n + bucket - 1) / bucket; }
+
+// ---- Block quantization (blockq allgather, ZeRO++ qwZ style) --------------
+// Symmetric codes of `bits` (8 or 4) bits, two's complement, packed as above;
+// block b covers elements [b*block, min(n, (b+1)*block)) and carries one
+// fp32 scale. With Q = 2^(bits-1) - 1 (127, 7) and M = the block's largest
+// finite |x|: a block whose values are all finite has s = M / Q (fp32) and
+// codes c = rint(x / s) (fp32 division, ties to even) in [-Q, Q]; decoded
+// value: float(c) * s. A block holding NaN or +-Inf is flagged by the sign
+// bit of its scale (scale = -s, -0.0 when s = 0) and keeps three codes for
+// them: -(Q+1) NaN, -Q -Inf, +Q +Inf; its finite values use s = M / (Q - 1)
+// and codes in [-(Q-1), Q-1]. So a non-finite value never changes the
+// others' scale (only their code range, by one step) and comes back as what
+// it was (NaN as the canonical quiet NaN). s is lowered by one ulp where
+// Q * s would overflow to Inf; s == 0 (every finite value 0, or M
+// underflowing) gives code 0. -0.0 decodes as +0.0.
+// Payload: the scales (4 * blocks bytes, little-endian fp32) then the codes.
+struct BlockQuantSpec {
+  int bits = 8;          // 8 or 4
+  size_t block = 2048;   // elements per block, >= 1
+};
+inline size_t blockqBlocks(size_t n, size_t block) { return (n + block - 1) / block; }
+inline size_t blockqBytes(size_t n, const BlockQuantSpec& spec) {
+  return 4 * blockqBlocks(n, spec.block) + packedBytes(n, spec.bits);
+}
+inline int blockqMaxCode(int bits) { return (1 << (bits - 1)) - 1; }
+// The scale word of a block (sign bit: the block holds non-finite values).
+inline float blockqScale(float maxAbs, bool nonFinite, int bits) {
+  const int q = blockqMaxCode(bits) - (nonFinite ? 1 : 0);
+  float s = maxAbs / float(q);
+  if (std::isinf(s * float(q))) s = std::nextafter(s, 0.0f);
+  return nonFinite ? -s : s;  // -0.0f when s == 0: still flagged
+}
+// Code of x in a block with scale word `scale`.
+inline int blockqEncodeOne(float x, float scale, int bits) {
+  const int q = blockqMaxCode(bits);
+  if (std::isnan(x)) return -(q + 1);
+  if (std::isinf(x)) return x > 0 ? q : -q;
+  const bool flagged = std::signbit(scale);
+  const float s = std::fabs(scale);
+  if (s == 0.0f) return 0;
+  const int lim = flagged ? q - 1 : q;
+  const float c = std::rint(x / s);
+  return c > float(lim) ? lim : c < float(-lim) ? -lim : int(c);
+}
+// Decoded value of code c; *ok = false for a code the block cannot hold.
+inline float blockqDecodeOne(int c, float scale, int bits, bool* ok) {
+  const int q = blockqMaxCode(bits);
+  const bool flagged = std::signbit(scale);
+  if (flagged && c == -(q + 1)) return std::numeric_limits<float>::quiet_NaN();
+  if (flagged && (c == q || c == -q)) return c > 0 ? HUGE_VALF : -HUGE_VALF;
+  if (c == -(q + 1)) *ok = false;
+  return float(c) * std::fabs(scale);
+}
 
 // ---- Range-based float (RBF, notes section 6) ----------------------------
 // An N-bit word: sign bit (bit N-1) + (N-1)-bit magnitude code c. c = 0 is

@@ -234,6 +234,14 @@ class CpuBackend final : public Backend {
   }
 
   // Quantized family: device/cpu/{quant_maxmin,rbf_codec,sign_counts,fft_fftw}.cc.
+  Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec,
+                      uint8_t* out) override {
+    return cpu::blockqEncode(src, n, spec, out);
+  }
+  Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, float* dst,
+                      int source) override {
+    return cpu::blockqDecode(in, n, spec, dst, source);
+  }
   Status absStats(const float* src, size_t n, AbsStats* out) override {
     return cpu::absStats(src, n, out);
   }

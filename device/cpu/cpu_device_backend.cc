@@ -415,6 +415,22 @@ class CpuDeviceBackend final : public Backend {
   }
 
   // ---- Quantized ----
+  Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec,
+                      uint8_t* out) override {
+    return defer("blockqEncode", [=]() -> Status {
+      GC_CHECK(arg("blockqEncode", "src", src, n * 4, Access::Read));
+      GC_CHECK(arg("blockqEncode", "out", out, blockqBytes(n, spec), Access::Write));
+      return cpu().blockqEncode(src, n, spec, out);
+    });
+  }
+  Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, float* dst,
+                      int source) override {
+    return defer("blockqDecode", [=]() -> Status {
+      GC_CHECK(arg("blockqDecode", "in", in, blockqBytes(n, spec), Access::Read));
+      GC_CHECK(arg("blockqDecode", "dst", dst, n * 4, Access::Write));
+      return cpu().blockqDecode(in, n, spec, dst, source);
+    });
+  }
   Status absStats(const float* src, size_t n, AbsStats* out) override {
     poison(out);
     return defer("absStats", [=]() -> Status {

@@ -18,6 +18,11 @@ Status quantizeMaxMin(const float* src, size_t n, const MaxMinSpec& spec, uint64
 Status dequantizeMaxMin(const float* meta, const uint8_t* codes, size_t n, const MaxMinSpec& spec,
                         float* dst, bool accumulate, int source);
 
+// blockq_codec.cc
+Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec, uint8_t* out);
+Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, float* dst,
+                    int source);
+
 // rbf_codec.cc
 Status rbfEncode(const float* src, size_t n, const RbfSpec& spec, uint8_t* codes,
                  float* residual);
