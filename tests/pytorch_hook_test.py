@@ -12,7 +12,9 @@ parameters are bit-equal after the steps. Then an int32 bucket handed to the
 hook passes through to gloo's allreduce (the average, truncated), and states
 whose algorithms differ across ranks fail the next step on every rank with
 the library's call-check message. Scenario "mismatch": GRADCOMP_ALGO differs
-across ranks: the first bucket fails on every rank naming the key. And
+across ranks: the first bucket fails on every rank naming the key. Scenario
+"dies": rank 1 exits before its step; rank 0's step fails, no hang (gloo or
+gradcomp's failure monitor reports it, whichever DDP reaches first). And
 without a process group, GradcompState raises naming what is missing.
 
 Usage: pytorch_hook_test.py BUILD_DIR (finds BUILD_DIR/plugin/libgradcomp-api.so
@@ -114,7 +116,7 @@ def expect_failure(what, fn, needle):
         fn()
     except Exception as e:  # noqa: BLE001  (DDP may wrap the hook's error)
         msg = str(e)
-        assert needle in msg, "%s: the error does not name '%s': %s" % (what, needle, msg)
+        assert needle is None or needle in msg, "%s: the error does not name '%s': %s" % (what, needle, msg)
         return msg.splitlines()[0][:200]
     raise AssertionError("%s: no error" % what)
 
@@ -142,12 +144,23 @@ def scenario_mismatch(rank):
         "GRADCOMP_ALGO differs", lambda: train(rank, state), "differs across ranks")]
 
 
+def scenario_dies(rank):
+    state = gct.GradcompState(algo="qsgd")
+    if rank == 1:
+        os._exit(3)  # a rank lost before its step
+    t0 = time.time()
+    # gloo (DDP's own collectives) or gradcomp's failure monitor notices first.
+    msg = expect_failure("a rank died", lambda: train(rank, state), None)
+    return ["rank 1 died: failed in %.1f s: %s" % (time.time() - t0, msg)]
+
+
 def worker(rank, scenario, init_file, env, queue):
     try:
         os.environ.update(env[rank])
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=P)
-        lines = {"train": scenario_train, "mismatch": scenario_mismatch}[scenario](rank)
+        lines = {"train": scenario_train, "mismatch": scenario_mismatch,
+                 "dies": scenario_dies}[scenario](rank)
         queue.put((rank, True, lines))
     except BaseException:  # noqa: BLE001
         queue.put((rank, False, traceback.format_exc()))
@@ -157,7 +170,7 @@ def worker(rank, scenario, init_file, env, queue):
         os._exit(0)  # no teardown of a failed communicator (its peers are gone)
 
 
-def run(scenario, env, tmp):
+def run(scenario, env, tmp, ranks_reporting=P):
     ctx = mp.get_context("fork")  # torch is imported once, here
     queue = ctx.Queue()
     init = os.path.join(tmp, scenario + ".init")
@@ -166,7 +179,7 @@ def run(scenario, env, tmp):
         p.start()
     results = {}
     deadline = time.time() + 120
-    while len(results) < P and time.time() < deadline:
+    while len(results) < ranks_reporting and time.time() < deadline:
         try:
             rank, ok, payload = queue.get(timeout=1)
             results[rank] = (ok, payload)
@@ -178,7 +191,7 @@ def run(scenario, env, tmp):
         if p.is_alive():
             p.kill()
     failed = False
-    for r in range(P):
+    for r in range(ranks_reporting):
         ok, payload = results.get(r, (False, "no result (hung or died)"))
         if ok:
             for line in payload:
@@ -207,6 +220,7 @@ def main():
         ok = run("train", [common] * P, tmp) and ok
         mism = [dict(common), dict(common, GRADCOMP_ALGO="sign")]
         ok = run("mismatch", mism, tmp) and ok
+        ok = run("dies", [common] * P, tmp, ranks_reporting=1) and ok
     print("%s in %.1f s" % ("PASS" if ok else "FAIL", time.time() - start))
     return 0 if ok else 1
 
