@@ -21,7 +21,7 @@ static const char* const kExpected[] = {
     "ncclCollNetPlugin_v7", "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v9",
     "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v12",
     "ncclTunerPlugin_v3",   "ncclTunerPlugin_v4",    "ncclTunerPlugin_v5",
-    "ncclTunerPlugin_v6",   "ncclReduceScatter",
+    "ncclTunerPlugin_v6",   "ncclReduceScatter",     "ncclAllGather",
 };
 #define N_EXPECTED (sizeof kExpected / sizeof kExpected[0])
 

@@ -29,6 +29,7 @@ struct BucketStats {
   uint64_t calls = 0;
   uint64_t count = 0;        // elements of the last call (reduce-scatter: of its input)
   bool reduceScatter = false;
+  bool allgather = false;
   uint64_t bytesIn = 0;      // logical bytes (count * dtype size), summed
   uint64_t bytesOut = 0;     // bytes this rank sent on the wire, summed
   double seconds = 0;        // time inside the executor (total)
@@ -68,6 +69,7 @@ struct CommStats {
   std::map<std::string, uint64_t> passReasons;  // verdict name -> calls
   std::map<uint64_t, BucketStats> buckets;      // by buffer key (address)
   ReduceScatterStats reduceScatter;
+  ReduceScatterStats allgather;  // of the totals, the ncclAllGather calls (same fields)
   std::map<uint64_t, ShadowBucket> shadow;  // by buffer key, as buckets
 };
 
@@ -113,6 +115,7 @@ struct CommState {
   std::shared_ptr<transport::Transport> net;
   std::map<int, std::shared_ptr<RuleRuntime>> runtimes;
   std::map<int, std::shared_ptr<RuleRuntime>> rsRuntimes;  // ncclReduceScatter's, by rule
+  std::shared_ptr<RuleRuntime> agRuntime;                   // ncclAllGather's
   std::shared_ptr<algo::ErrorFeedbackStore> errorFeedback;
   // The host executor's call runner (the CUDA executor keeps one per
   // communicator of its own); released before net.

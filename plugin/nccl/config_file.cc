@@ -112,11 +112,13 @@ Status parseConfigText(const std::string& text, const std::string& origin, Confi
       else if (k == "comms") out->comms = text;
       else if (k == "min_bytes") out->minBytes = text;
       else if (k == "rs_algo") out->rsAlgo = text;
+      else if (k == "ag_algo") out->agAlgo = text;
       else if (k == "selftest") out->selftest = text;
       else if (k == "shadow") out->shadow = text;
       else
         return makeStatus(Err::InvalidConfig,
-                          "%s: unknown key; accepted: algo, rs_algo, comms, min_bytes, selftest, "
+                          "%s: unknown key; accepted: algo, rs_algo, ag_algo, comms, min_bytes, "
+                          "selftest, "
                           "shadow, [params], [[rule]]",
                           what.c_str());
     }

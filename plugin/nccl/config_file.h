@@ -32,7 +32,7 @@ struct FileRule {
 };
 
 struct ConfigFile {
-  std::optional<std::string> algo, comms, minBytes, rsAlgo, selftest, shadow;
+  std::optional<std::string> algo, comms, minBytes, rsAlgo, agAlgo, selftest, shadow;
   std::map<std::string, std::string> params;
   std::vector<FileRule> rules;
 };

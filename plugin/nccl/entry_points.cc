@@ -65,6 +65,19 @@ GC_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   });
 }
 
+GC_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       ncclDataType_t datatype, ncclComm_t comm,
+                                       cudaStream_t stream) {
+  InsideScope inside;
+  if (inside.reentered()) {
+    GC_REAL_OR_FAIL(allGather, "ncclAllGather");
+    return real().allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  }
+  return guarded("ncclAllGather", [&] {
+    return gradcomp::nccl::allGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  });
+}
+
 GC_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
                                           int rank) {
   InsideScope inside;

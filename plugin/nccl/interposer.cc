@@ -97,9 +97,11 @@ void passThroughStats(CommState& st, Verdict v, size_t bytes, algo::Collective c
   std::lock_guard<std::mutex> lock(st.mu);
   st.stats.passedCalls++;
   st.stats.passedBytes += bytes;
-  if (coll == algo::Collective::ReduceScatter) {
-    st.stats.reduceScatter.passedCalls++;
-    st.stats.reduceScatter.passedBytes += bytes;
+  if (coll != algo::Collective::AllReduce) {
+    ReduceScatterStats& part = coll == algo::Collective::ReduceScatter ? st.stats.reduceScatter
+                                                                       : st.stats.allgather;
+    part.passedCalls++;
+    part.passedBytes += bytes;
   }
   st.stats.passReasons[verdictName(v)]++;
 }
@@ -123,7 +125,9 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   call.config = &config;
   call.callSeq = callSeq;
   call.errorFeedback = st.errorFeedback.get();
-  call.asked = algo::findAlgorithm(rt.algoName);  // the rule's algorithm: auto, not its candidate
+  // The rule's algorithm (auto, not its candidate); an allgather's from its own registry.
+  call.asked = args.coll == algo::Collective::AllGather ? algo::findAllgatherAlgorithm(rt.algoName)
+                                                        : algo::findAlgorithm(rt.algoName);
   call.askedConfig = &rt.config;
   call.budget = &st.budget;
   call.ownsNet = st.net;
@@ -150,8 +154,9 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   st.stats.wireBytes += sent;
   st.stats.compressedSeconds += seconds;
   st.stats.compressedWaitSeconds += waited;
-  if (args.coll == algo::Collective::ReduceScatter) {
-    ReduceScatterStats& rs = st.stats.reduceScatter;
+  if (args.coll != algo::Collective::AllReduce) {
+    ReduceScatterStats& rs = args.coll == algo::Collective::ReduceScatter ? st.stats.reduceScatter
+                                                                          : st.stats.allgather;
     rs.compressedCalls++;
     rs.compressedLogicalBytes += bytes;
     rs.wireBytes += sent;
@@ -161,6 +166,7 @@ ncclResult_t runCompressed(CommState& st, Executor& exec, const RuleRuntime& rt,
   b.calls++;
   b.count = args.count;
   b.reduceScatter = args.coll == algo::Collective::ReduceScatter;
+  b.allgather = args.coll == algo::Collective::AllGather;
   b.bytesIn += bytes;
   b.bytesOut += sent;
   b.seconds += seconds;
@@ -285,7 +291,7 @@ struct CollCall {
   algo::Collective coll = algo::Collective::AllReduce;
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
-  size_t count = 0;  // the application's count (reduce-scatter: recvcount)
+  size_t count = 0;  // the application's count (reduce-scatter: recvcount; allgather: sendcount)
   ncclDataType_t dtype = ncclFloat32;
   ncclRedOp_t op = ncclSum;
   ncclComm_t comm = nullptr;
@@ -300,10 +306,12 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
   std::shared_ptr<CommState> st = CommRegistry::instance().find(c.comm);
   if (!st) return passThrough();
   const bool rs = c.coll == algo::Collective::ReduceScatter;
-  // A reduce-scatter compresses (and is sized by) its whole input.
+  const bool ag = c.coll == algo::Collective::AllGather;
+  // A reduce-scatter compresses (and is sized by) its whole input, an
+  // allgather its whole output.
   int nranks = st->id.nranks;
-  if (rs && nranks <= 0 && real().commCount) real().commCount(c.comm, &nranks);
-  const size_t total = rs ? c.count * size_t(std::max(nranks, 0)) : c.count;
+  if ((rs || ag) && nranks <= 0 && real().commCount) real().commCount(c.comm, &nranks);
+  const size_t total = rs || ag ? c.count * size_t(std::max(nranks, 0)) : c.count;
   size_t bytes = total * ncclDtypeSize(c.dtype);
   int rule = -1;
   Verdict v = decide(policy(), st->id, CallShape{total, int(c.dtype), int(c.op), c.coll}, &rule);
@@ -313,6 +321,9 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
   if (v == Verdict::Compress) {
     exec = selectExecutor(memoryKind(c.sendbuff), memoryKind(c.recvbuff));
     if (exec == nullptr) v = Verdict::NoExecutor;
+    // The CUDA backend has no blockq kernels yet: such allgathers go to NCCL.
+    if (exec && ag && !exec->synchronous() && policy().agAlgo == "blockq")
+      v = Verdict::NoExecutor;
   }
   {
     std::unique_lock<std::mutex> lock(st->mu);
@@ -352,6 +363,7 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
     // (a reduce-scatter's: its input's).
     args.bufferKey = 0;
     args.localKey = uint64_t(uintptr_t(rs ? c.sendbuff : c.recvbuff));
+    if (ag) args.op = RedOp::Sum;  // an allgather has no op
     args.count = total;
     args.coll = c.coll;
     eligibleDtype(int(c.dtype), &args.dtype);
@@ -359,19 +371,24 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
     // NCCL's in-place layout or disjoint buffers; anything else is NCCL's
     // to judge, as if gradcomp were absent (the same on every rank with
     // the same layout; a rank whose layout differs fails the call check).
-    if (v == Verdict::Compress && rs) {
+    if (v == Verdict::Compress && (rs || ag)) {
       Status layout = algo::checkCallArgs(args, st->id.nranks, st->rank);
       if (!layout.ok()) {
-        v = Verdict::RsLayout;
+        v = rs ? Verdict::RsLayout : Verdict::AgLayout;
         if (st->stats.passReasons.count(verdictName(v)) == 0)
-          GC_WARN("communicator #%llu: ncclReduceScatter passes through to NCCL: %s",
-                  (unsigned long long)st->id.index, layout.message().c_str());
+          GC_WARN("communicator #%llu: %s passes through to NCCL: %s",
+                  (unsigned long long)st->id.index, rs ? "ncclReduceScatter" : "ncclAllGather",
+                  layout.message().c_str());
       }
     }
+    // Shadow mode measures allreduces and reduce-scatters only: an
+    // allgather then passes through unmeasured, NCCL's result as promised.
+    if (v == Verdict::Compress && ag && policy().shadow) v = Verdict::Off;
     if (v == Verdict::Compress) {
       RuleRuntime* rt = nullptr;
-      Status s = rs ? reduceScatterRuntimeFor(policy(), *st, rule, &rt)
-                    : runtimeFor(policy(), *st, rule, &rt);
+      Status s = rs   ? reduceScatterRuntimeFor(policy(), *st, rule, &rt)
+                 : ag ? allgatherRuntimeFor(policy(), *st, &rt)
+                      : runtimeFor(policy(), *st, rule, &rt);
       if (!s.ok()) {
         markFailed(*st, s);
         return st->failedCode;
@@ -403,6 +420,18 @@ ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclD
   };
   return intercept(CollCall{algo::Collective::AllReduce, sendbuff, recvbuff, count, dtype, op,
                             comm, stream},
+                   passThrough);
+}
+
+ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       ncclDataType_t dtype, ncclComm_t comm, cudaStream_t stream) {
+  const RealNccl& nccl = real();
+  auto passThrough = [&] {
+    return nccl.allGather ? nccl.allGather(sendbuff, recvbuff, sendcount, dtype, comm, stream)
+                          : ncclSystemError;
+  };
+  return intercept(CollCall{algo::Collective::AllGather, sendbuff, recvbuff, sendcount, dtype,
+                            ncclSum, comm, stream},
                    passThrough);
 }
 

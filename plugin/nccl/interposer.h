@@ -25,6 +25,8 @@ void onCommGone(ncclComm_t comm, const char* how);
 ncclResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dtype,
                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 // recvcount elements per rank, NCCL's layout (algorithms/algorithm.h).
+ncclResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       ncclDataType_t dtype, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                            ncclDataType_t dtype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream);

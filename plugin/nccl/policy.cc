@@ -140,6 +140,16 @@ Status buildPolicy(const std::string& systemConfig, Policy* p) {
   GC_CHECK(checkReduceScatterAlgo(rsText, rsOrigin));
   p->rsAlgo = rsText;
 
+  std::string agText = file.agAlgo.value_or("off"), agOrigin = fileName + " ag_algo";
+  if (fromEnv(param::Id::AG_ALGO)) {
+    GC_CHECK(param::getString(param::Id::AG_ALGO, &agText));
+    agOrigin = "GRADCOMP_AG_ALGO";
+  }
+  GC_REQUIRE(agText == "off" || algo::findAllgatherAlgorithm(agText), Err::InvalidConfig,
+             "%s='%s': unknown allgather algorithm; accepted: off, %s", agOrigin.c_str(),
+             agText.c_str(), algo::allgatherNames().c_str());
+  p->agAlgo = agText;
+
   std::string selftestText = file.selftest.value_or("auto");
   if (fromEnv(param::Id::SELFTEST)) {
     GC_CHECK(param::getString(param::Id::SELFTEST, &selftestText));
@@ -305,6 +315,7 @@ const char* verdictName(Verdict v) {
     case Verdict::NoExecutor: return "device memory and no CUDA executor";
     case Verdict::AutoDense: return "auto chose NCCL's allreduce";
     case Verdict::NoRsForm: return "algorithm has no reduce-scatter form";
+    case Verdict::AgLayout: return "allgather buffers overlap";
     case Verdict::RsLayout: return "reduce-scatter buffers overlap other than in place";
   }
   return "?";
@@ -330,6 +341,16 @@ bool eligibleOp(int ncclOp, RedOp* out) {
 Verdict decide(const Policy& policy, const CommIdentity& comm, const CallShape& call, int* rule) {
   *rule = -1;
   const bool rs = call.coll == algo::Collective::ReduceScatter;
+  if (call.coll == algo::Collective::AllGather) {
+    // GRADCOMP_AG_ALGO, the communicators and sizes of the defaults; the op
+    // is not read (NCCL's allgather has none).
+    if (policy.agAlgo == "off") return Verdict::Off;
+    if (comm.singleProcess || !selectorsMatch(policy.comms, comm)) return Verdict::CommNotSelected;
+    DataType dtype;
+    if (!eligibleDtype(call.ncclDtype, &dtype)) return Verdict::Dtype;
+    if (uint64_t(call.count) * dtypeSize(dtype) < policy.minBytes) return Verdict::SmallBuffer;
+    return Verdict::Compress;
+  }
   if (rs ? !policy.enabled() : policy.algo == "off") return Verdict::Off;
   if (comm.singleProcess || !selectorsMatch(policy.comms, comm)) return Verdict::CommNotSelected;
   DataType dtype;
@@ -370,6 +391,7 @@ std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, 
   os << "executor.device=" << deviceExecutor << "\n";
   os << "GRADCOMP_ALGO=" << policy.algo << "\n";
   os << "GRADCOMP_RS_ALGO=" << policy.rsAlgo << "\n";
+  if (policy.agAlgo != "off") os << "GRADCOMP_AG_ALGO=" << policy.agAlgo << "\n";
   os << "GRADCOMP_COMMS=" << policy.commsText << "\n";
   os << "GRADCOMP_MIN_BYTES=" << policy.minBytes << "\n";
   os << "GRADCOMP_SELFTEST=" << policy.selftest << "|" << policy.selftestTimeoutS << "|"
@@ -388,8 +410,11 @@ std::string effectiveConfigText(const Policy& policy, const CommIdentity& comm, 
     if (!r.algo.empty()) algos.push_back(r.algo);
   }
   std::map<std::string, std::string> params;
+  if (policy.agAlgo != "off") algos.push_back("allgather:" + policy.agAlgo);
   for (const std::string& name : algos) {
-    const algo::AlgorithmInfo* info = algo::findAlgorithm(name);
+    const algo::AlgorithmInfo* info = name.rfind("allgather:", 0) == 0
+                                          ? algo::findAllgatherAlgorithm(name.substr(10))
+                                          : algo::findAlgorithm(name);
     if (info == nullptr) continue;
     for (param::Id id : info->params) {
       const param::Spec& spec = param::spec(id);

@@ -58,6 +58,10 @@ struct Policy {
   // ncclReduceScatter: "" = each call's algorithm where it has a
   // reduce-scatter form, "off" = pass-through, else that algorithm.
   std::string rsAlgo;
+  // ncclAllGather: "off" = pass-through (default: an allgather may carry
+  // activations), else an allgather algorithm (dense, cast, blockq). Rules
+  // do not apply to it: the defaults' communicators, sizes and [params].
+  std::string agAlgo = "off";
   std::vector<CommSelector> comms;
   std::string commsText = "all";
   uint64_t minBytes = 1 << 20;
@@ -74,7 +78,9 @@ struct Policy {
   // Shadow mode (plugin/nccl/shadow.h): NCCL's results, compression measured beside.
   bool shadow = false;
   // Anything to compress: allreduce (algo) or reduce-scatter (rsAlgo).
-  bool enabled() const { return algo != "off" || (!rsAlgo.empty() && rsAlgo != "off"); }
+  bool enabled() const {
+    return algo != "off" || (!rsAlgo.empty() && rsAlgo != "off") || agAlgo != "off";
+  }
 };
 
 // Registry + file, validated; env overrides file. On error *out is the
@@ -100,11 +106,12 @@ enum class Verdict {
   AutoDense,       // GRADCOMP_ALGO=auto chose dense: NCCL's own allreduce
   NoRsForm,        // reduce-scatter: the algorithm has no reduce-scatter form
   RsLayout,        // reduce-scatter: buffers overlap other than in place
+  AgLayout,        // allgather: buffers overlap other than in place
 };
 const char* verdictName(Verdict v);
 
 struct CallShape {
-  size_t count = 0;  // reduce-scatter: the whole tensor (recvcount x nranks)
+  size_t count = 0;  // reduce-scatter, allgather: the whole tensor (x nranks)
   int ncclDtype = 0;
   int ncclOp = 0;
   algo::Collective coll = algo::Collective::AllReduce;

@@ -242,6 +242,11 @@ std::string statsJson(const CommState& st) {
      << ", \"logical_bytes\": " << s.reduceScatter.compressedLogicalBytes
      << ", \"wire_bytes\": " << s.reduceScatter.wireBytes
      << ", \"passed_bytes\": " << s.reduceScatter.passedBytes << "}"
+     << ", \"allgather\": {\"calls_compressed\": " << s.allgather.compressedCalls
+     << ", \"calls_passed\": " << s.allgather.passedCalls
+     << ", \"logical_bytes\": " << s.allgather.compressedLogicalBytes
+     << ", \"wire_bytes\": " << s.allgather.wireBytes
+     << ", \"passed_bytes\": " << s.allgather.passedBytes << "}"
      << ", \"pass_reasons\": {";
   const char* sep = "";
   for (const auto& [reason, n] : s.passReasons) {
@@ -255,8 +260,8 @@ std::string statsJson(const CommState& st) {
     double elements = double(b.count) * double(b.calls);
     double bits = elements > 0 ? 8.0 * double(b.bytesOut) / elements : 0;
     os << sep << "{\"key\": \"0x" << std::hex << key << std::dec << "\", \"collective\": \""
-       << (b.reduceScatter ? "reducescatter" : "allreduce") << "\", \"count\": " << b.count
-       << ", \"calls\": " << b.calls << ", \"bytes_in\": " << b.bytesIn
+       << (b.reduceScatter ? "reducescatter" : b.allgather ? "allgather" : "allreduce")
+       << "\", \"count\": " << b.count << ", \"calls\": " << b.calls << ", \"bytes_in\": " << b.bytesIn
        << ", \"bytes_out\": " << b.bytesOut
        << ", \"wire_fraction\": " << (b.bytesIn ? double(b.bytesOut) / double(b.bytesIn) : 0)
        << ", \"bits_per_element\": " << bits << ", \"seconds\": " << b.seconds;

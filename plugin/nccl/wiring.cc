@@ -233,11 +233,29 @@ Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
   return Status::Ok();
 }
 
+Status allgatherRuntimeFor(const Policy& policy, CommState& state, RuleRuntime** out) {
+  if (!state.agRuntime) {
+    auto made = std::make_shared<RuleRuntime>();
+    made->algoName = policy.agAlgo;
+    const algo::AlgorithmInfo* info = algo::findAllgatherAlgorithm(policy.agAlgo);
+    GC_REQUIRE(info, Err::Internal, "allgather runtime: no algorithm '%s'",
+               policy.agAlgo.c_str());
+    GC_CHECK(algorithmOverrides(policy, -1, &made->config));
+    made->algorithm = info->create();
+    if (state.topology.hierarchical)
+      GC_INFO(ALGO, "allgather by %s runs flat over all ranks", info->name.c_str());
+    state.agRuntime = std::move(made);
+  }
+  *out = state.agRuntime.get();
+  return Status::Ok();
+}
+
 // Drops the communicator's references; a job still running keeps its own.
 void unwireCommunicator(CommState& state) {
   if (!state.runtimes.empty()) state.autoFinal = autoReports(state);
   state.runtimes.clear();
   state.rsRuntimes.clear();
+  state.agRuntime.reset();
   state.errorFeedback.reset();
   state.budget.release();  // signatures still posted on net
   state.net.reset();

@@ -30,6 +30,10 @@ Status runtimeFor(const Policy& policy, CommState& state, int rule, RuleRuntime*
 Status reduceScatterRuntimeFor(const Policy& policy, CommState& state, int rule,
                                RuleRuntime** out);
 
+// ncclAllGather's algorithm instance (GRADCOMP_AG_ALGO, the defaults'
+// parameters; flat over all ranks), created on first use.
+Status allgatherRuntimeFor(const Policy& policy, CommState& state, RuleRuntime** out);
+
 // Closes the transport (destroy/abort).
 void unwireCommunicator(CommState& state);
 

@@ -44,6 +44,7 @@ NcclApi loadNcclApi() {
   };
   a.allReduce = reinterpret_cast<decltype(a.allReduce)>(sym(gc, "ncclAllReduce"));
   a.reduceScatter = reinterpret_cast<decltype(a.reduceScatter)>(sym(gc, "ncclReduceScatter"));
+  a.allGather = reinterpret_cast<decltype(a.allGather)>(sym(gc, "ncclAllGather"));
   a.initRank = reinterpret_cast<decltype(a.initRank)>(sym(gc, "ncclCommInitRank"));
   a.initRankConfig = reinterpret_cast<decltype(a.initRankConfig)>(sym(gc, "ncclCommInitRankConfig"));
   a.split = reinterpret_cast<decltype(a.split)>(sym(gc, "ncclCommSplit"));

@@ -15,6 +15,7 @@ struct NcclApi {
   ncclResult_t (*allReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*reduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                 ncclComm_t, cudaStream_t);
+  ncclResult_t (*allGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*initRank)(ncclComm_t*, int, ncclUniqueId, int);
   ncclResult_t (*initRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
   ncclResult_t (*split)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
