@@ -5,7 +5,7 @@
 Scenario "train" (GRADCOMP_ALGO=qsgd GRADCOMP_BITS=4 GRADCOMP_MIN_BYTES=0 for
 every rank): a tiny MLP trained a few steps through the hook, once with the
 configuration's algorithm (qsgd, chosen by the library per bucket) and once
-with oktopk set on the state; each run checks that the buckets were
+with oktopk set on the state, once on a group of dist.new_group; each run checks that the buckets were
 compressed (calls ran the algorithm, the communicator sent fewer bytes than a
 dense ring would: 2 (P-1)/P of the bucket bytes) and that every rank's
 parameters are bit-equal after the steps. Then an int32 bucket handed to the
@@ -55,12 +55,12 @@ def model():
                                torch.nn.ReLU(), torch.nn.Linear(64, 10))
 
 
-def train(rank, state):
+def train(rank, state, group=None):
     """STEPS of SGD through the hook; the flat parameters after them."""
     # Several buckets of the 27 KB of gradients: DDP's first bucket takes up
     # to _DEFAULT_FIRST_BUCKET_BYTES (1 MB), then bucket_cap_mb.
     dist._DEFAULT_FIRST_BUCKET_BYTES = 8192
-    net = DDP(model(), bucket_cap_mb=0.008)
+    net = DDP(model(), bucket_cap_mb=0.008, process_group=group)
     net.register_comm_hook(state, gct.allreduce_hook)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     gen = torch.Generator().manual_seed(100 + rank)  # each rank its own data
@@ -72,9 +72,9 @@ def train(rank, state):
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
 
 
-def check_trained(rank, state, algo):
+def check_trained(rank, state, algo, group=None):
     state.comm.reset_traffic()
-    flat = train(rank, state)
+    flat = train(rank, state, group)
     everyone = [torch.empty_like(flat) for _ in range(P)]
     dist.all_gather(everyone, flat)
     for r in range(P):
@@ -125,6 +125,9 @@ def scenario_train(rank):
     out = [check_trained(rank, gct.GradcompState(), "qsgd")]  # from GRADCOMP_ALGO
     out.append(check_trained(rank, gct.GradcompState(algo="oktopk", params={"DENSITY": "0.05"}),
                              "oktopk"))
+    group = dist.new_group([0, 1])  # a group of its own: its own store keys
+    out.append("new_group " + check_trained(
+        rank, gct.GradcompState(process_group=group, algo="qsgd"), "qsgd", group))
     state = gct.GradcompState(algo="qsgd")
     t = torch.arange(10, dtype=torch.int32) * (rank + 1)
     got = gct.allreduce_hook(state, Bucket(t)).wait()

@@ -50,7 +50,19 @@ _DTYPES = {
     torch.float32: capi.FLOAT32, torch.float16: capi.FLOAT16, torch.bfloat16: capi.BFLOAT16,
     torch.float64: capi.FLOAT64, torch.int32: capi.INT32, torch.int64: capi.INT64,
 }
-_states = itertools.count()  # states made in this process: equal on all ranks, a store key
+_states = {}  # group leader's global rank -> states made here for groups it leads
+
+
+def _leader(process_group):
+    """Global rank of the group's rank 0 (part of the store key: two groups'
+    states never meet under one key)."""
+    if process_group is None:
+        return 0
+    for name in ("get_global_rank", "_get_global_rank"):  # 2.x, 1.13
+        fn = getattr(dist.distributed_c10d, name, None)
+        if fn is not None:
+            return fn(process_group, 0)
+    return 0
 
 
 def _default_host():
@@ -88,7 +100,8 @@ class GradcompState:
             except Exception as e:  # noqa: BLE001  (the message names the cause)
                 raise GradcompError(1, "gradcomp.torch: the process group has no store to meet "
                                        "through (%s); pass GradcompState(store=...)" % e) from e
-        key = "gradcomp/hook/%d" % next(_states)
+        leader = _leader(process_group)
+        key = "gradcomp/hook/%d/%d" % (leader, _states.setdefault(leader, itertools.count()).__next__())
         self._store = dist.PrefixStore(key, store)
         self.comm = self._rendezvous(host or _default_host())
         self.algo = algo
