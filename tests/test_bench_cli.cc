@@ -640,3 +640,31 @@ TEST_CASE("gradcomp-bench --coll reducescatter: nccl-tests' columns, exact sums,
     CHECK(num(row, "busbw_gbps") == Approx(num(row, "algbw_gbps") * 2.0 / 3.0));
   }
 }
+
+TEST_CASE("gradcomp-bench --coll allgather: all_gather_perf's columns, the reference, wire bytes",
+          "[bench][mp][allgather]") {
+  // 96K of fp32 output over 3 ranks: sendcount 8192, 4 blocks of 2048.
+  const Result r = runBench({"--ranks", "3", "--coll", "allgather", "--algo", "blockq", "-b",
+                             "96K", "-e", "96K", "-n", "2", "-w", "1", "-J", "ag.json"},
+                            {}, 120);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(contains(r.out, "# gradcomp-bench: allgather, algo blockq, ranks 3"));
+  CHECK(contains(r.out, "# Wrong values         : 0 OK"));
+  const std::vector<JsonRow> rows = parseRows(readFile(scratch() + "/ag.json"));
+  REQUIRE(rows.size() == 1);
+  const JsonRow& row = rows[0];
+  CHECK(row.at("coll") == "allgather");
+  CHECK(num(row, "count") == 8192);  // the sendcount, as all_gather_perf
+  CHECK(num(row, "wrong") == 0);
+  CHECK(num(row, "wire_bytes_max") == 2 * (4 * 4 + 8192));  // (P-1) x (scales + int8 codes)
+  CHECK(num(row, "busbw_gbps") == Approx(num(row, "algbw_gbps") * 2.0 / 3.0));
+  const Result d = runBench({"--ranks", "3", "--coll", "allgather", "--algo", "dense", "-b",
+                             "96K", "-e", "96K", "-n", "2", "-w", "1", "-J", "agd.json"},
+                            {}, 120);
+  REQUIRE(d.exitCode == 0);
+  const JsonRow dense = parseRows(readFile(scratch() + "/agd.json")).at(0);
+  CHECK(num(dense, "rel_err") == 0.0);
+  CHECK(num(dense, "wire_bytes_max") == 96 * 1024 * 2 / 3);
+  CHECK(num(dense, "ratio") == Approx(1.0));
+}

@@ -32,7 +32,9 @@ Status roundTo(DataType type, double* values, size_t n) {
 Checker::Checker(const algo::AlgorithmInfo& info, int nranks,
                  std::vector<std::vector<int>> hostRanks, algo::Collective coll)
     : nranks_(nranks) {
-  if (coll == algo::Collective::ReduceScatter && !info.hasReduceScatter()) {
+  if (coll == algo::Collective::AllGather) {
+    if (info.hasAllgather()) reference_ = info.allgatherReference(nranks);
+  } else if (coll == algo::Collective::ReduceScatter && !info.hasReduceScatter()) {
     // no reference: #wrong is N/A
   } else if (!hostRanks.empty()) {  // either collective (args.coll tells the reference)
     reference_ = algo::hierarchy::makeHierarchicalReference(info, std::move(hostRanks));
@@ -63,18 +65,27 @@ Status Checker::checkCall(const std::vector<const void*>& inputs, const algo::Al
   uint64_t wrong = 0;
   // This rank's part of the reduction: all of it, or a reduce-scatter's shard.
   const bool rs = args.coll == algo::Collective::ReduceScatter;
+  const bool ag = args.coll == algo::Collective::AllGather;
   const size_t outCount = rs ? args.count / size_t(nranks_) : args.count;
   const size_t first = rs ? size_t(rank) * outCount : 0;
-  for (size_t base = 0; base < outCount; base += kChunk) {
-    const size_t n = std::min(kChunk, outCount - base);
+  const size_t shard = args.count / size_t(nranks_);  // an allgather's sendcount
+  for (size_t base = 0, n = 0; base < outCount; base += n) {
+    // An allgather's chunks stay inside one rank's shard.
+    n = ag ? std::min({kChunk, outCount - base, shard - base % shard})
+                        : std::min(kChunk, outCount - base);
     GC_CHECK(widen(out, args.dtype, base, n, outChunk));
-    // Exact result in fp64 from the dtype-rounded inputs, summed in rank order.
+    // Exact result in fp64 from the dtype-rounded inputs, summed in rank
+    // order; an allgather's: the shards laid end to end.
     std::fill(exact, exact + n, 0.0);
-    for (const void* in : inputs) {
-      GC_CHECK(widen(in, args.dtype, first + base, n, term));
-      for (size_t j = 0; j < n; ++j) exact[j] += term[j];
+    if (ag) {
+      GC_CHECK(widen(inputs[base / shard], args.dtype, base % shard, n, exact));
+    } else {
+      for (const void* in : inputs) {
+        GC_CHECK(widen(in, args.dtype, first + base, n, term));
+        for (size_t j = 0; j < n; ++j) exact[j] += term[j];
+      }
     }
-    if (args.op == RedOp::Avg)
+    if (!ag && args.op == RedOp::Avg)
       for (size_t j = 0; j < n; ++j) exact[j] /= nranks_;
     for (size_t j = 0; j < n; ++j) {
       const double d = outChunk[j] - exact[j];

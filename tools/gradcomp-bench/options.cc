@@ -173,11 +173,13 @@ Status apply(const RawFlag& f, const algo::AlgorithmInfo& info, Options* out) {
   } else if (n == "algo") {
     return Status::Ok();  // applied before the other flags
   } else if (n == "coll") {
-    if (f.value != "allreduce" && f.value != "reducescatter")
-      return bad(f, "allreduce or reducescatter");
+    if (f.value != "allreduce" && f.value != "reducescatter" && f.value != "allgather")
+      return bad(f, "allreduce, reducescatter or allgather");
     out->coll = f.value == "reducescatter" ? algo::Collective::ReduceScatter
+                : f.value == "allgather"   ? algo::Collective::AllGather
                                            : algo::Collective::AllReduce;
-    GC_REQUIRE(out->coll == algo::Collective::AllReduce || info.hasReduceScatter(),
+    // An allgather's --algo was looked up in the allgather registry.
+    GC_REQUIRE(out->coll != algo::Collective::ReduceScatter || info.hasReduceScatter(),
                Err::InvalidArgument,
                "--coll reducescatter: --algo %s has no reduce-scatter form (those with one: %s)",
                info.name.c_str(), reduceScatterAlgos().c_str());
@@ -222,11 +224,17 @@ Status parseOptions(int argc, char** argv, Options* out) {
   GC_CHECK(scan(argc, argv, &flags, out));
   if (out->help) return Status::Ok();
   // The algorithm decides which parameter flags exist, wherever --algo appears.
-  for (const RawFlag& f : flags)
+  bool allgather = false;
+  for (const RawFlag& f : flags) {
     if (f.name == "algo") out->algo = f.value;
-  const algo::AlgorithmInfo* info = algo::findAlgorithm(out->algo);
-  GC_REQUIRE(info, Err::InvalidArgument, "unknown --algo '%s': expected one of %s",
-             out->algo.c_str(), algo::algorithmNames().c_str());
+    if (f.name == "coll") allgather = f.value == "allgather";
+  }
+  // --coll allgather: the allgather algorithms (dense, cast, blockq).
+  const algo::AlgorithmInfo* info = allgather ? algo::findAllgatherAlgorithm(out->algo)
+                                              : algo::findAlgorithm(out->algo);
+  GC_REQUIRE(info, Err::InvalidArgument, "unknown --algo '%s'%s: expected one of %s",
+             out->algo.c_str(), allgather ? " for --coll allgather" : "",
+             allgather ? algo::allgatherNames().c_str() : algo::algorithmNames().c_str());
   for (const RawFlag& f : flags) GC_CHECK(apply(f, *info, out));
   GC_REQUIRE(out->hosts == 0 || (out->ranks > 0 && out->ranks % out->hosts == 0),
              Err::InvalidArgument, "--hosts %d needs --ranks N with N a multiple of it%s",
@@ -240,7 +248,7 @@ Status parseOptions(int argc, char** argv, Options* out) {
 
 std::vector<uint64_t> benchSizes(const Options& o, int nranks) {
   const uint64_t elem =
-      dtypeSize(o.dtype) * (o.coll == algo::Collective::ReduceScatter ? uint64_t(nranks) : 1);
+      dtypeSize(o.dtype) * (o.coll != algo::Collective::AllReduce ? uint64_t(nranks) : 1);
   std::vector<uint64_t> sizes;
   for (uint64_t size = o.minBytes; size <= o.maxBytes;) {
     const uint64_t rounded = size - size % elem;
@@ -289,6 +297,8 @@ std::string usage() {
          "      --coll C            allreduce (default) or reducescatter: size is the whole\n"
          "                          input, count each rank's recvcount (reduce_scatter_perf);\n"
          "                          algorithms with the form: " + reduceScatterAlgos() + "\n"
+         "                          or allgather: size is the whole output, count each rank's\n"
+         "                          sendcount (all_gather_perf); --algo " + algo::allgatherNames() + "\n"
          "      --algo auto         per call the candidate of --auto-candidates that a model\n"
          "                          calibrated at the first call predicts fastest; the algo\n"
          "                          column names the candidates the timed calls ran\n"

@@ -26,7 +26,9 @@ struct Row {
   double interHostMean = 0; // the same, mean over ranks
   int hosts = 1;            // hosts of the communicator's topology
   bool hierarchical = false;  // the algorithm ran the hierarchical schedule
-  bool reduceScatter = false;  // --coll reducescatter: count is the recvcount
+  // --coll reducescatter (allgather): count is the recvcount (sendcount),
+  // busbw (P-1)/P.
+  bool reduceScatter = false;
   double d2hMax = 0;        // backend device -> host bytes per call, max over ranks
   double h2dMax = 0;        // backend host -> device bytes per call, max over ranks
   double syncsMax = 0;      // backend host synchronizations per call, max over ranks

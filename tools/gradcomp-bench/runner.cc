@@ -123,18 +123,22 @@ struct Local {
 Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   const Options& o = job.o;
   const bool rs = o.coll == algo::Collective::ReduceScatter;
+  const bool ag = o.coll == algo::Collective::AllGather;
   const size_t bytes = count * dtypeSize(o.dtype);
-  // A reduce-scatter's output is this rank's recvcount elements.
+  // A reduce-scatter's output is this rank's recvcount elements; an
+  // allgather's input is this rank's sendcount elements (count: the output).
   const size_t outBytes = rs ? bytes / size_t(job.nranks) : bytes;
+  const size_t inCount = ag ? count / size_t(job.nranks) : count;
+  const size_t inBytes = inCount * dtypeSize(o.dtype);
   // Inputs of the current call: every rank's with -c 1, else only this rank's
   // (freed when the size is done).
   const int held = o.check ? job.nranks : 1;
-  std::vector<std::vector<char>> inputs(held, std::vector<char>(bytes));
+  std::vector<std::vector<char>> inputs(held, std::vector<char>(inBytes));
   std::vector<const void*> ptrs;
   for (const auto& buf : inputs) ptrs.push_back(buf.data());
   char* send = inputs[o.check ? job.rank : 0].data();
   std::vector<char> recv(outBytes);
-  DeviceBuf dSend(job.comm, bytes), dRecv(job.comm, outBytes);
+  DeviceBuf dSend(job.comm, inBytes), dRecv(job.comm, outBytes);
   GC_CHECK(dSend.alloc());
   GC_CHECK(dRecv.alloc());
   Config cfg;
@@ -159,11 +163,11 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
   for (int c = 0; c < o.warmupIters + o.iters; ++c) {
     if (o.check) {
       for (int r = 0; r < job.nranks; ++r)
-        GC_CHECK(fillInput(job.inputs, r, uint64_t(c), o.dtype, inputs[r].data(), count));
+        GC_CHECK(fillInput(job.inputs, r, uint64_t(c), o.dtype, inputs[r].data(), inCount));
     } else {
-      GC_CHECK(fillInput(job.inputs, job.rank, uint64_t(c), o.dtype, send, count));
+      GC_CHECK(fillInput(job.inputs, job.rank, uint64_t(c), o.dtype, send, inCount));
     }
-    GC_CHECK(api(gcMemcpyToDevice(job.comm, dSend.p, send, bytes)));
+    GC_CHECK(api(gcMemcpyToDevice(job.comm, dSend.p, send, inBytes)));
     const bool timed = c >= o.warmupIters;
     if (timed) {
       std::vector<double> token(1, 0.0);
@@ -171,7 +175,9 @@ Status runSize(const Job& job, size_t sizeIndex, size_t count, Local* local) {
       GC_CHECK(api(gcCommResetTraffic(job.comm)));
     }
     const auto t0 = std::chrono::steady_clock::now();
-    if (rs)
+    if (ag)
+      GC_CHECK(api(gcAllgather(dSend.p, dRecv.p, inCount, gcType(o.dtype), cfg.c, job.comm)));
+    else if (rs)
       GC_CHECK(api(gcReduceScatter(dSend.p, dRecv.p, count / size_t(job.nranks), gcType(o.dtype),
                                    gcOp(o.op), cfg.c, args.bufferKey, job.comm)));
     else
@@ -262,9 +268,11 @@ Status gatherRow(const Job& job, const Local& local, Row* row) {
 }  // namespace
 
 Status runRank(const Options& o, uint64_t* wrongTotal) {
-  const algo::AlgorithmInfo* info = algo::findAlgorithm(o.algo);
+  const bool ag = o.coll == algo::Collective::AllGather;
+  const algo::AlgorithmInfo* info =
+      ag ? algo::findAllgatherAlgorithm(o.algo) : algo::findAlgorithm(o.algo);
   GC_REQUIRE(info, Err::InvalidArgument, "unknown --algo '%s': expected one of %s",
-             o.algo.c_str(), algo::algorithmNames().c_str());
+             o.algo.c_str(), ag ? algo::allgatherNames().c_str() : algo::algorithmNames().c_str());
   Comm comm;
   GC_CHECK(api(gcCommInitFromEnv(&comm.c)));
   Config dense;
@@ -274,7 +282,9 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   GC_CHECK(api(gcCommGetTopology(comm.c, &topo)));
   // The communicator's choice (api.cc): hierarchical where the topology and
   // the algorithm allow it, for either collective.
-  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
+  // Allgathers run flat.
+  const bool hierarchical =
+      !ag && topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
   std::vector<std::vector<int>> hostRanks;
   if (hierarchical) {
     hostRanks.resize(size_t(topo.hosts));
@@ -285,7 +295,7 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   const bool rs = o.coll == algo::Collective::ReduceScatter;
   GC_REQUIRE(!rs || info->hasReduceScatter(), Err::InvalidArgument,
              "--coll reducescatter: --algo %s has no reduce-scatter form", o.algo.c_str());
-  if (o.check && !info->reference && rank == 0)
+  if (o.check && !ag && !info->reference && rank == 0)
     GC_WARN("algorithm %s has no reference: #wrong is N/A, relerr is still checked",
             o.algo.c_str());
 
@@ -298,16 +308,16 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
     GC_CHECK(runSize(job, i, count, &local));
     Row row;
     row.sizeBytes = sizes[i];
-    row.count = rs ? count / size_t(nranks) : count;
+    row.count = rs || ag ? count / size_t(nranks) : count;
     row.ranks = nranks;
-    row.reduceScatter = rs;
-    // The dense ring reduce-scatter sends P-1 of its P equal chunks.
-    row.ringBytes = rs ? double(sizes[i]) * (nranks - 1) / nranks
+    row.reduceScatter = rs || ag;
+    // The dense ring reduce-scatter (allgather) sends P-1 of its P equal chunks.
+    row.ringBytes = rs || ag ? double(sizes[i]) * (nranks - 1) / nranks
                        : ringWireBytes(count, dtypeSize(o.dtype), nranks);
     row.checked = o.check;
     row.hosts = topo.hosts;
     row.hierarchical = hierarchical;
-    row.haveWrong = o.check && info->reference;
+    row.haveWrong = o.check && (ag ? info->hasAllgather() : bool(info->reference));
     GC_CHECK(gatherRow(job, local, &row));
     rows.push_back(row);
     if (rank == 0) printRow(stdout, o, row);
