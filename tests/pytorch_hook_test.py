@@ -5,7 +5,8 @@
 Scenario "train" (GRADCOMP_ALGO=qsgd GRADCOMP_BITS=4 GRADCOMP_MIN_BYTES=0 for
 every rank): a tiny MLP trained a few steps through the hook, once with the
 configuration's algorithm (qsgd, chosen by the library per bucket) and once
-with oktopk set on the state, once on a group of dist.new_group; each run checks that the buckets were
+with oktopk set on the state, once on a group of dist.new_group, once after a dense warm-up of 2 steps
+(dense_steps); each run checks that the buckets were
 compressed (calls ran the algorithm, the communicator sent fewer bytes than a
 dense ring would: 2 (P-1)/P of the bucket bytes) and that every rank's
 parameters are bit-equal after the steps. Then an int32 bucket handed to the
@@ -128,6 +129,16 @@ def scenario_train(rank):
     group = dist.new_group([0, 1])  # a group of its own: its own store keys
     out.append("new_group " + check_trained(
         rank, gct.GradcompState(process_group=group, algo="qsgd"), "qsgd", group))
+    warm = gct.GradcompState(algo="qsgd", dense_steps=2)
+    flat = train(rank, warm)
+    everyone = [torch.empty_like(flat) for _ in range(P)]
+    dist.all_gather(everyone, flat)
+    assert torch.equal(everyone[0], everyone[1]), "dense_steps=2: parameters differ"
+    ws = warm.stats
+    assert list(ws["passthrough"]) == ["dense warm-up (the first 2 steps)"] and \
+        ws["compressed_calls"] > 0 and ws["passthrough_calls"] + ws["compressed_calls"] == ws["calls"], ws
+    out.append("dense_steps=2: %d buckets dense, then %d compressed" % (
+        ws["passthrough_calls"], ws["compressed_calls"]))
     state = gct.GradcompState(algo="qsgd")
     t = torch.arange(10, dtype=torch.int32) * (rank + 1)
     got = gct.allreduce_hook(state, Bucket(t)).wait()

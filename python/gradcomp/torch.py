@@ -85,9 +85,12 @@ class GradcompState:
     store, under a prefix of this state); host: where rank 0 listens
     (default: MASTER_ADDR, else this host's name); algo/params: the algorithm
     and its parameters (names without GRADCOMP_) for every bucket, instead of
-    the configuration's per-bucket decision."""
+    the configuration's per-bucket decision; dense_steps: the first steps
+    pass through to the group's allreduce (a dense warm-up, as 1-bit Adam
+    runs one before it compresses)."""
 
-    def __init__(self, process_group=None, algo=None, params=None, store=None, host=None):
+    def __init__(self, process_group=None, algo=None, params=None, store=None, host=None,
+                 dense_steps=0):
         if not dist.is_available() or not dist.is_initialized():
             raise GradcompError(1, "gradcomp.torch: no process group: call "
                                    "torch.distributed.init_process_group first")
@@ -108,6 +111,8 @@ class GradcompState:
         self._fixed = capi.AlgoConfig(algo, params) if algo else None
         self._decisions = {}  # (count, dtype) -> (AlgoConfig or None, why)
         self._logged = set()
+        self.dense_steps = int(dense_steps)
+        self.step = 0  # DDP steps seen (a bucket with is_last() ends one)
         self.stats = {"calls": 0, "compressed_calls": 0, "compressed_bytes": 0,
                       "passthrough_calls": 0, "passthrough_bytes": 0, "passthrough": {},
                       "algorithms": {}}
@@ -183,6 +188,11 @@ def allreduce_hook(state, bucket):
                                "gradcomp.torch.GradcompState() (collective, every rank)")
     tensor = bucket.buffer()
     state.stats["calls"] += 1
+    step = state.step
+    if bucket.is_last():
+        state.step += 1
+    if step < state.dense_steps:
+        return state._passthrough(tensor, "dense warm-up (the first %d steps)" % state.dense_steps)
     if tensor.is_cuda or tensor.device.type != "cpu":
         return state._passthrough(tensor, "%s tensor (gradcomp's C API runs on the CPU only)"
                                   % tensor.device.type)
