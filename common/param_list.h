@@ -118,7 +118,9 @@
   X(AG_ALGO, String, "off", "",                                                             \
     "NCCL interposer: algorithm for eligible ncclAllGather calls (FSDP, ZeRO-3 parameter gathers): dense, blockq (int8/int4 codes, GRADCOMP_BITS, a scale per GRADCOMP_AG_BLOCK elements) or cast (bf16), or off (default) for pass-through. An allgather may carry activations (tensor and sequence parallelism): flag only data-parallel communicators (GRADCOMP_COMMS).") \
   X(AG_BLOCK, Int, "2048", "1..16777216",                                                   \
-    "blockq allgather: elements per block; each block sends one fp32 scale (4 bytes) besides its codes.") \
+    "blockq allgather (and cast with GRADCOMP_AG_CAST=fp8): elements per block; each block sends one fp32 scale (4 bytes) besides its codes.") \
+  X(AG_CAST, Enum, "bf16", "bf16|fp8",                                                     \
+    "cast allgather: bf16 (bfloat16, 2 bytes per element, round to nearest even) or fp8 (e4m3 bytes of the value over a per-block scale, one fp32 scale per GRADCOMP_AG_BLOCK elements).") \
   X(COMMS, String, "all", "",                                                               \
     "NCCL interposer: communicators to compress: all, none, or a comma list of index:N (creation order), size:N (nranks), name:GLOB (commName).") \
   X(MIN_BYTES, Size, "1M", "0..1T",                                                         \

@@ -70,37 +70,84 @@ inline size_t maxMinBuckets(size_t n, size_t bucket) { return (n + bucket - 1) /
 // underflowing) gives code 0. -0.0 decodes as +0.0.
 // Payload: the scales (4 * blocks bytes, little-endian fp32) then the codes.
 struct BlockQuantSpec {
-  int bits = 8;          // 8 or 4
+  int bits = 8;          // 8 or 4 (fp8: 8)
   size_t block = 2048;   // elements per block, >= 1
+  bool fp8 = false;      // e4m3 codes instead of integers (below)
 };
 inline size_t blockqBlocks(size_t n, size_t block) { return (n + block - 1) / block; }
 inline size_t blockqBytes(size_t n, const BlockQuantSpec& spec) {
   return 4 * blockqBlocks(n, spec.block) + packedBytes(n, spec.bits);
 }
 inline int blockqMaxCode(int bits) { return (1 << (bits - 1)) - 1; }
+
+// fp8 (spec.fp8, the cast allgather's GRADCOMP_AG_CAST=fp8): the same blocks
+// and scales, codes are OCP E4M3FN bytes of x / s (bias 7, subnormals, no
+// infinities, largest 448 = 0x7E, NaN 0x7F / 0xFF), rounded to nearest even
+// and saturated at 448: s = M / 448. A flagged block uses s = M / 416 (its
+// largest finite code 0x7D) and keeps 0x7F for NaN, 0x7E / 0xFE for +-Inf.
+// The sign of zero is kept. Decoding rejects a NaN code in an unflagged
+// block.
+inline uint8_t e4m3FromFloat(float v) {  // v finite
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  const float a = std::fabs(v);
+  int code;
+  if (a < 0x1p-6f) {
+    code = int(std::rint(a * 512.0f));  // subnormal steps of 2^-9; 8 is the smallest normal
+  } else {
+    int k;
+    const float f = std::frexp(a, &k);  // a = f 2^k, f in [0.5, 1): exponent k - 1
+    // (2f - 1) * 8 is exact; a carry out of the mantissa moves the exponent.
+    code = (k + 6) * 8 + int(std::rint((2.0f * f - 1.0f) * 8.0f));
+  }
+  return uint8_t(sign | (code > 0x7E ? 0x7E : code));
+}
+inline float e4m3ToFloat(uint8_t c) {  // c not a NaN code
+  const int e = (c >> 3) & 15, m = c & 7;
+  const float mag = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(float(8 + m), e - 10);
+  return (c & 0x80) ? -mag : mag;
+}
+
 // The scale word of a block (sign bit: the block holds non-finite values).
-inline float blockqScale(float maxAbs, bool nonFinite, int bits) {
-  const int q = blockqMaxCode(bits) - (nonFinite ? 1 : 0);
-  float s = maxAbs / float(q);
-  if (std::isinf(s * float(q))) s = std::nextafter(s, 0.0f);
+inline float blockqScale(float maxAbs, bool nonFinite, const BlockQuantSpec& spec) {
+  const float q = spec.fp8 ? (nonFinite ? 416.0f : 448.0f)
+                           : float(blockqMaxCode(spec.bits) - (nonFinite ? 1 : 0));
+  float s = maxAbs / q;
+  if (std::isinf(s * q)) s = std::nextafter(s, 0.0f);
   return nonFinite ? -s : s;  // -0.0f when s == 0: still flagged
 }
-// Code of x in a block with scale word `scale`.
-inline int blockqEncodeOne(float x, float scale, int bits) {
-  const int q = blockqMaxCode(bits);
-  if (std::isnan(x)) return -(q + 1);
-  if (std::isinf(x)) return x > 0 ? q : -q;
+// Code of x in a block with scale word `scale` (integers: two's complement
+// in `bits` bits; fp8: the byte).
+inline int blockqEncodeOne(float x, float scale, const BlockQuantSpec& spec) {
   const bool flagged = std::signbit(scale);
   const float s = std::fabs(scale);
+  if (spec.fp8) {
+    if (std::isnan(x)) return 0x7F;
+    if (std::isinf(x)) return x > 0 ? 0x7E : 0xFE;
+    if (s == 0.0f) return std::signbit(x) ? 0x80 : 0;
+    const int c = e4m3FromFloat(x / s), lim = flagged ? 0x7D : 0x7E;
+    return (c & 0x7F) > lim ? (c & 0x80) | lim : c;
+  }
+  const int q = blockqMaxCode(spec.bits);
+  if (std::isnan(x)) return -(q + 1);
+  if (std::isinf(x)) return x > 0 ? q : -q;
   if (s == 0.0f) return 0;
   const int lim = flagged ? q - 1 : q;
   const float c = std::rint(x / s);
   return c > float(lim) ? lim : c < float(-lim) ? -lim : int(c);
 }
 // Decoded value of code c; *ok = false for a code the block cannot hold.
-inline float blockqDecodeOne(int c, float scale, int bits, bool* ok) {
-  const int q = blockqMaxCode(bits);
+inline float blockqDecodeOne(int c, float scale, const BlockQuantSpec& spec, bool* ok) {
   const bool flagged = std::signbit(scale);
+  if (spec.fp8) {
+    const int mag = c & 0x7F;
+    if (mag == 0x7F) {
+      if (!flagged) *ok = false;
+      return std::numeric_limits<float>::quiet_NaN();
+    }
+    if (flagged && mag == 0x7E) return (c & 0x80) ? -HUGE_VALF : HUGE_VALF;
+    return e4m3ToFloat(uint8_t(c)) * std::fabs(scale);
+  }
+  const int q = blockqMaxCode(spec.bits);
   if (flagged && c == -(q + 1)) return std::numeric_limits<float>::quiet_NaN();
   if (flagged && (c == q || c == -q)) return c > 0 ? HUGE_VALF : -HUGE_VALF;
   if (c == -(q + 1)) *ok = false;

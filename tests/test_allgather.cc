@@ -140,6 +140,49 @@ TEST_CASE("blockq codec: NaN and Inf are carried and do not poison their block",
   (void)bitsOf;
 }
 
+TEST_CASE("fp8 e4m3 codes: OCP E4M3FN, round to nearest even, saturating", "[allgather]") {
+  using device::e4m3FromFloat;
+  using device::e4m3ToFloat;
+  CHECK(e4m3FromFloat(1.0f) == 0x38);
+  CHECK(e4m3FromFloat(-2.0f) == 0xC0);
+  CHECK(e4m3FromFloat(448.0f) == 0x7E);
+  CHECK(e4m3FromFloat(1e6f) == 0x7E);       // saturates, never NaN
+  CHECK(e4m3FromFloat(0x1p-9f) == 0x01);    // smallest subnormal
+  CHECK(e4m3FromFloat(0x1p-10f) == 0x00);   // a tie: to even
+  CHECK(e4m3FromFloat(0x3p-10f) == 0x02);   // a tie: to even
+  CHECK(e4m3FromFloat(1.0625f) == 0x38);    // between 1 and 1.125: to even
+  CHECK(e4m3FromFloat(1.1875f) == 0x3A);    // between 1.125 and 1.25: to even
+  CHECK(e4m3FromFloat(0x1.ep-7f) == 0x08);  // rounds up into the smallest normal
+  CHECK(e4m3FromFloat(-0.0f) == 0x80);
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;  // NaN
+    INFO("code " << c);
+    CHECK(e4m3FromFloat(e4m3ToFloat(uint8_t(c))) == c);
+  }
+  CHECK(e4m3ToFloat(0x7E) == 448.0f);
+  CHECK(e4m3ToFloat(0x01) == 0x1p-9f);
+  // In blocks: NaN and Inf carried, the rest on the finite values' scale.
+  const device::BlockQuantSpec spec{8, 4, true};
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {1.0f, std::numeric_limits<float>::quiet_NaN(), -inf, 0.25f,
+                                4.0f, -0.5f, 2.0f};
+  const auto p = encode(x, spec);
+  REQUIRE(p.size() == 2 * 4 + 7);
+  const auto y = decode(p, x.size(), spec);
+  CHECK(y[0] == 1.0f);  // 1.0 / (1/416) = 416 = 0x7D exactly
+  CHECK(std::isnan(y[1]));
+  CHECK(y[2] == -inf);
+  CHECK(std::fabs(y[3] - 0.25f) <= 0.25f / 16);  // 3 mantissa bits: half a step
+  for (size_t i = 4; i < 7; ++i) CHECK(std::fabs(y[i] - x[i]) <= std::fabs(x[i]) / 16);
+  CHECK(y[4] == 4.0f);  // 4 / (4/448) = 448: the largest code
+  auto bad = p;
+  bad[8 + 4] = 0x7F;  // a NaN code in the unflagged block 1
+  Status st;
+  decode(bad, x.size(), spec, &st);
+  CHECK(st.code() == Err::RemoteError);
+  CHECK_THAT(st.message(), Catch::Contains("block 1"));
+}
+
 // P ranks on threads, each with its own algorithm object and backend.
 struct Group {
   int P;
@@ -265,6 +308,8 @@ std::vector<Case> cases() {
   return {
       {"dense", {}, [](size_t m) { return 4 * m; }},
       {"cast", {}, [](size_t m) { return 2 * m; }},
+      {"cast", {{"AG_CAST", "fp8"}, {"AG_BLOCK", "64"}},
+       [](size_t m) { return 4 * ((m + 63) / 64) + m; }},
       {"blockq", {{"AG_BLOCK", "64"}}, [](size_t m) { return 4 * ((m + 63) / 64) + m; }},
       {"blockq", {{"BITS", "4"}, {"AG_BLOCK", "32"}},
        [](size_t m) { return 4 * ((m + 31) / 32) + (m + 1) / 2; }},

@@ -10,14 +10,15 @@
 // Wire bytes per rank (sent, and as many received), m = sendcount, e = the
 // dtype's element size, P ranks, B = GRADCOMP_AG_BLOCK, b = GRADCOMP_BITS:
 //   dense   (P-1) * m * e
-//   cast    (P-1) * m * 2                          (bfloat16)
+//   cast    (P-1) * m * 2                          (bfloat16, GRADCOMP_AG_CAST=bf16)
+//           (P-1) * (4 * ceil(m / B) + m)          (fp8 e4m3, GRADCOMP_AG_CAST=fp8)
 //   blockq  (P-1) * (4 * ceil(m / B) + ceil(m * b / 8))
 // in P-1 messages; nothing else (no header, no counts: every payload's size
 // follows from sendcount, which the call check makes every rank agree on).
 //
-// Non-finite values: dense carries them exactly; cast converts them (NaN
+// Non-finite values: dense carries them exactly; cast bf16 converts them (NaN
 // stays NaN, +-Inf stays +-Inf, finite values beyond bfloat16's range round
-// to +-Inf as IEEE conversion does); blockq flags the block and carries NaN
+// to +-Inf as IEEE conversion does); blockq and cast fp8 flag the block and carry NaN
 // and +-Inf as reserved codes, its scale computed over the finite values, so
 // they never poison the block's other values (device/quant_types.h).
 #pragma once
@@ -51,6 +52,10 @@ class ShardCodec {
 // `config` (GRADCOMP_BITS, GRADCOMP_AG_BLOCK); InvalidConfig naming a bad one.
 Status makeCodec(const std::string& name, const param::Overrides& config,
                  std::unique_ptr<ShardCodec>* out);
+
+// Whether `name` with `config` needs the backend's blockq primitives
+// (blockq; cast with GRADCOMP_AG_CAST=fp8), which the CUDA backend lacks.
+bool usesBlockPrimitives(const std::string& name, const param::Overrides& config);
 
 // Wire bytes one rank sends (and receives) in an allgather of `count`
 // elements (the whole output) over `nranks` ranks with `name`'s codec.

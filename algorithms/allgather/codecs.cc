@@ -79,24 +79,36 @@ Status makeCodec(const std::string& name, const param::Overrides& config,
     *out = std::make_unique<DenseCodec>();
     return Status::Ok();
   }
-  if (name == "cast") {
-    *out = std::make_unique<CastCodec>();
-    return Status::Ok();
-  }
-  GC_REQUIRE(name == "blockq", Err::InvalidArgument,
+  GC_REQUIRE(name == "blockq" || name == "cast", Err::InvalidArgument,
              "allgather: unknown algorithm '%s' (known: %s)", name.c_str(),
              allgatherNames().c_str());
-  param::Value bits, block;
-  GC_CHECK(config.get(param::Id::BITS, &bits));
+  param::Value bits, block, cast;
   GC_CHECK(config.get(param::Id::AG_BLOCK, &block));
   device::BlockQuantSpec spec;
-  spec.bits = bits.set ? int(bits.i) : 8;
   spec.block = size_t(block.i);
+  if (name == "cast") {
+    GC_CHECK(config.get(param::Id::AG_CAST, &cast));
+    if (cast.s == "fp8") {
+      spec.fp8 = true;  // e4m3 codes over a per-block scale (device/quant_types.h)
+      *out = std::make_unique<BlockqCodec>(spec);
+    } else {
+      *out = std::make_unique<CastCodec>();
+    }
+    return Status::Ok();
+  }
+  GC_CHECK(config.get(param::Id::BITS, &bits));
+  spec.bits = bits.set ? int(bits.i) : 8;
   GC_REQUIRE(spec.bits == 8 || spec.bits == 4, Err::InvalidConfig,
              "blockq: GRADCOMP_BITS=%d is not supported (accepted: 8 or 4; default 8)",
              spec.bits);
   *out = std::make_unique<BlockqCodec>(spec);
   return Status::Ok();
+}
+
+bool usesBlockPrimitives(const std::string& name, const param::Overrides& config) {
+  if (name == "blockq") return true;
+  param::Value cast;
+  return name == "cast" && config.get(param::Id::AG_CAST, &cast).ok() && cast.s == "fp8";
 }
 
 Status wireBytes(const std::string& name, const param::Overrides& config, size_t count,

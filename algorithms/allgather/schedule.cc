@@ -116,7 +116,8 @@ const AllgatherRegistrar kDense(entry(
     "dense", "ring allgather of the raw shards: (P-1) x shard bytes per rank", {}));
 const AllgatherRegistrar kCast(entry(
     "cast", "ring allgather of bfloat16 shards (round to nearest even): (P-1) x 2 bytes per "
-    "element", {}));
+    "element; GRADCOMP_AG_CAST=fp8: e4m3 bytes over an fp32 scale per GRADCOMP_AG_BLOCK "
+    "elements", {param::Id::AG_CAST, param::Id::AG_BLOCK}));
 const AllgatherRegistrar kBlockq(entry(
     "blockq", "ring allgather of block-quantized shards (ZeRO++ qwZ): int8 or int4 codes "
     "(GRADCOMP_BITS) and an fp32 scale per GRADCOMP_AG_BLOCK elements, rounded to nearest",

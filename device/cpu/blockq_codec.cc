@@ -12,15 +12,15 @@ namespace gradcomp::device::cpu {
 namespace {
 
 Status checkSpec(const BlockQuantSpec& spec, const char* what) {
-  GC_REQUIRE(spec.bits == 8 || spec.bits == 4, Err::InvalidArgument,
-             "%s: bits %d not supported (accepted: 8, 4)", what, spec.bits);
+  GC_REQUIRE(spec.bits == 8 || (spec.bits == 4 && !spec.fp8), Err::InvalidArgument,
+             "%s: bits %d not supported (accepted: 8, 4; fp8: 8)", what, spec.bits);
   GC_REQUIRE(spec.block >= 1, Err::InvalidArgument, "%s: block size must be >= 1", what);
   return Status::Ok();
 }
 
 void putCode(uint8_t* codes, size_t i, int c, int bits) {
   if (bits == 8) {
-    codes[i] = uint8_t(int8_t(c));
+    codes[i] = uint8_t(c & 0xFF);  // two's complement, or an fp8 byte
     return;
   }
   const uint8_t nib = uint8_t(c) & 0xF;
@@ -30,7 +30,8 @@ void putCode(uint8_t* codes, size_t i, int c, int bits) {
     codes[i / 2] |= uint8_t(nib << 4);
 }
 
-int getCode(const uint8_t* codes, size_t i, int bits) {
+int getCode(const uint8_t* codes, size_t i, int bits, bool fp8) {
+  if (fp8) return int(codes[i]);
   if (bits == 8) return int(int8_t(codes[i]));
   const int nib = (codes[i / 2] >> (i % 2 ? 4 : 0)) & 0xF;
   return nib >= 8 ? nib - 16 : nib;  // two's complement in 4 bits
@@ -53,9 +54,9 @@ Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec, uint
       else if (a > maxAbs)
         maxAbs = a;
     }
-    const float scale = blockqScale(maxAbs, nonFinite, spec.bits);
+    const float scale = blockqScale(maxAbs, nonFinite, spec);
     std::memcpy(out + 4 * b, &scale, 4);
-    for (size_t i = lo; i < hi; ++i) putCode(codes, i, blockqEncodeOne(src[i], scale, spec.bits),
+    for (size_t i = lo; i < hi; ++i) putCode(codes, i, blockqEncodeOne(src[i], scale, spec),
                                              spec.bits);
   }
   return Status::Ok();
@@ -76,7 +77,7 @@ Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, flo
     const size_t lo = b * spec.block, hi = std::min(n, lo + spec.block);
     bool ok = true;
     for (size_t i = lo; i < hi; ++i)
-      dst[i] = blockqDecodeOne(getCode(codes, i, spec.bits), scale, spec.bits, &ok);
+      dst[i] = blockqDecodeOne(getCode(codes, i, spec.bits, spec.fp8), scale, spec, &ok);
     GC_REQUIRE(ok, Err::RemoteError,
                "blockqDecode: block %zu from rank %d holds a code reserved for non-finite "
                "values without its flag", b, source);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "algorithms/allgather/allgather.h"
 #include "algorithms/auto/auto_algorithm.h"
 #include "algorithms/error_feedback.h"
 #include "common/log.h"
@@ -322,7 +323,10 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
     exec = selectExecutor(memoryKind(c.sendbuff), memoryKind(c.recvbuff));
     if (exec == nullptr) v = Verdict::NoExecutor;
     // The CUDA backend has no blockq kernels yet: such allgathers go to NCCL.
-    if (exec && ag && !exec->synchronous() && policy().agAlgo == "blockq")
+    param::Overrides agConfig;
+    if (exec && ag && !exec->synchronous() &&
+        algorithmOverrides(policy(), -1, &agConfig).ok() &&
+        algo::allgather::usesBlockPrimitives(policy().agAlgo, agConfig))
       v = Verdict::NoExecutor;
   }
   {
