@@ -254,7 +254,8 @@ Status compareSignature(const CallSignature& mine, int myRank, const unsigned ch
   const std::string theirDtype = dtName ? dtName : "dtype " + std::to_string(d.dtype);
   std::string text = "rank " + std::to_string(peer) + " called " + collText(d.coll) + " #" +
                      std::to_string(theirs.callSeq) + " with count " +
-                     std::to_string(theirs.count) + " " + theirDtype + " " + opText(d.op);
+                     std::to_string(theirs.count) + " " + theirDtype +
+                     (d.coll == int(Collective::AllGather) ? "" : " " + opText(d.op));
   if (algo || params) text += " algorithm " + theirs.algorithm;
   if (params) text += theirParams;
   std::string own;

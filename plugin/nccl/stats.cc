@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 
@@ -143,7 +144,7 @@ std::vector<std::string> autoStatsLines(const CommState& st) {
 std::string statsLine(const CommState& st, const char* how) {
   const CommStats& s = st.stats;
   double life = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.created).count();
-  char rsPart[160] = "";
+  char rsPart[320] = "";
   if (s.reduceScatter.compressedCalls + s.reduceScatter.passedCalls > 0)
     snprintf(rsPart, sizeof rsPart,
              "; of these, reduce-scatter: %llu compressed (%.3f MiB -> %.3f MiB), %llu passed",
@@ -151,6 +152,14 @@ std::string statsLine(const CommState& st, const char* how) {
              s.reduceScatter.compressedLogicalBytes / 1048576.0,
              s.reduceScatter.wireBytes / 1048576.0,
              (unsigned long long)s.reduceScatter.passedCalls);
+  if (s.allgather.compressedCalls + s.allgather.passedCalls > 0) {
+    const size_t used = strlen(rsPart);
+    snprintf(rsPart + used, sizeof rsPart - used,
+             "; allgather: %llu compressed (%.3f MiB -> %.3f MiB), %llu passed",
+             (unsigned long long)s.allgather.compressedCalls,
+             s.allgather.compressedLogicalBytes / 1048576.0, s.allgather.wireBytes / 1048576.0,
+             (unsigned long long)s.allgather.passedCalls);
+  }
   char line[1024];
   snprintf(line, sizeof line,
            "stats comm #%llu%s%s rank %d/%d (%s): %llu calls compressed, %llu passed through; "
