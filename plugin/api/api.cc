@@ -3,7 +3,10 @@
 // boundary) and reports through toResult(), which records gcLastError().
 #include <cstring>
 #include <exception>
+#include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "algorithms/auto/auto_algorithm.h"
@@ -15,6 +18,7 @@
 #include "device/cpu/cpu_device_backend.h"
 #include "gradcomp/gradcomp.h"
 #include "plugin/api/comm.h"
+#include "plugin/nccl/policy.h"
 #include "transport/ucx_transport.h"
 
 namespace gradcomp::api {
@@ -35,15 +39,12 @@ gcResult_t guard(const char* fn, F&& body) {
   return static_cast<gcResult_t>(toResult(s));
 }
 
-Status initFromEnv(gcComm_t* out) {
-  GC_REQUIRE(out, Err::InvalidArgument, "gcCommInitFromEnv: comm pointer is NULL");
-  *out = nullptr;
-  GC_CHECK(param::validateEnvironment());
-  transport::LaunchInfo info;
-  GC_CHECK(transport::launchInfoFromEnvironment(&info));
-  log::setRank(info.rank);
+// Wires a communicator over `bootstrap` (rank and size in info): UCX
+// endpoints, the agreed topology, the backend, the residual store.
+Status finishInit(const transport::LaunchInfo& info,
+                  std::unique_ptr<transport::AddressExchange> bootstrap, gcComm_t* out) {
   auto comm = std::make_unique<gcComm>();
-  GC_CHECK(transport::createUcxBootstrap(info, &comm->bootstrap));
+  comm->bootstrap = std::move(bootstrap);
   GC_CHECK(transport::createUcxTransport(*comm->bootstrap, transport::UcxOptions{}, &comm->net));
   GC_CHECK(transport::discoverTopology(*comm->net, &comm->topology));
   std::string backend;
@@ -59,6 +60,92 @@ Status initFromEnv(gcComm_t* out) {
           info.source.c_str(), comm->dev->name());
   *out = comm.release();
   return Status::Ok();
+}
+
+Status initFromEnv(gcComm_t* out) {
+  GC_REQUIRE(out, Err::InvalidArgument, "gcCommInitFromEnv: comm pointer is NULL");
+  *out = nullptr;
+  GC_CHECK(param::validateEnvironment());
+  transport::LaunchInfo info;
+  GC_CHECK(transport::launchInfoFromEnvironment(&info));
+  log::setRank(info.rank);
+  std::unique_ptr<transport::AddressExchange> bootstrap;
+  GC_CHECK(transport::createUcxBootstrap(info, &bootstrap));
+  return finishInit(info, std::move(bootstrap), out);
+}
+
+// Listeners gcGetUniqueId opened, by the id's text, until rank 0's
+// gcCommInitRank takes its own (NCCL's ncclGetUniqueId starts its root the
+// same way). An id that never reaches gcCommInitRank keeps its listener
+// until the process exits.
+std::mutex gPendingMu;
+std::map<std::string, std::unique_ptr<transport::RendezvousListener>>& pendingListeners() {
+  static auto* m = new std::map<std::string, std::unique_ptr<transport::RendezvousListener>>();
+  return *m;
+}
+
+std::string idText(const gcUniqueId& id) {
+  return std::string(id.internal, strnlen(id.internal, sizeof id.internal));
+}
+
+Status getUniqueId(const char* host, gcUniqueId* id) {
+  GC_REQUIRE(id, Err::InvalidArgument, "gcGetUniqueId: id is NULL");
+  GC_CHECK(param::validateEnvironment());
+  const std::string h = host && *host ? host : "127.0.0.1";
+  std::unique_ptr<transport::RendezvousListener> listener;
+  GC_CHECK(transport::listenUcxRendezvous(h, &listener));
+  const std::string text = h + ":" + std::to_string(listener->port());
+  GC_REQUIRE(text.size() < sizeof id->internal, Err::InvalidArgument,
+             "gcGetUniqueId: host '%s' is longer than a gcUniqueId holds (%zu bytes)", h.c_str(),
+             sizeof id->internal - 8);
+  std::memset(id->internal, 0, sizeof id->internal);
+  std::memcpy(id->internal, text.data(), text.size());
+  std::lock_guard<std::mutex> lock(gPendingMu);
+  pendingListeners()[text] = std::move(listener);
+  return Status::Ok();
+}
+
+Status initRank(gcComm_t* out, int nranks, const gcUniqueId* id, int rank) {
+  GC_REQUIRE(out, Err::InvalidArgument, "gcCommInitRank: comm pointer is NULL");
+  *out = nullptr;
+  GC_REQUIRE(id, Err::InvalidArgument, "gcCommInitRank: id is NULL");
+  GC_REQUIRE(nranks >= 1 && rank >= 0 && rank < nranks, Err::InvalidArgument,
+             "gcCommInitRank: rank %d of %d ranks is not a valid rank", rank, nranks);
+  const std::string text = idText(*id);
+  const size_t colon = text.rfind(':');
+  char* end = nullptr;
+  const long port = colon == std::string::npos ? -1 : std::strtol(text.c_str() + colon + 1, &end, 10);
+  GC_REQUIRE(colon != std::string::npos && colon > 0 && end && *end == '\0' && port > 0 &&
+                 port < 65536,
+             Err::InvalidArgument,
+             "gcCommInitRank: id '%s' is not host:port (an id from gcGetUniqueId on rank 0)",
+             text.c_str());
+  GC_CHECK(param::validateEnvironment());
+  transport::LaunchInfo info;
+  info.rank = rank;
+  info.size = nranks;
+  info.host = text.substr(0, colon);
+  if (info.host.size() > 2 && info.host.front() == '[' && info.host.back() == ']')
+    info.host = info.host.substr(1, info.host.size() - 2);
+  info.port = int(port);
+  info.source = "gcCommInitRank";
+  info.addressSource = "the gcUniqueId of rank 0 (gcGetUniqueId)";
+  log::setRank(rank);
+  std::unique_ptr<transport::RendezvousListener> listener;
+  if (rank == 0) {
+    std::lock_guard<std::mutex> lock(gPendingMu);
+    auto it = pendingListeners().find(text);
+    if (it != pendingListeners().end()) {
+      listener = std::move(it->second);
+      pendingListeners().erase(it);
+    }
+  }
+  std::unique_ptr<transport::AddressExchange> bootstrap;
+  if (listener)
+    GC_CHECK(transport::joinUcxRendezvous(std::move(listener), info, &bootstrap));
+  else  // another process's id, or one written by hand: rank 0 listens at host:port
+    GC_CHECK(transport::createUcxBootstrap(info, &bootstrap));
+  return finishInit(info, std::move(bootstrap), out);
 }
 
 Status destroy(gcComm_t comm) {
@@ -225,6 +312,47 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
   return Status::Ok();
 }
 
+// gcCommPolicyConfig. The first call loads the policy and compares its
+// effective text over the bootstrap (collective), as the interposer's wiring
+// does; a difference fails every rank (they all saw the same texts).
+Status policyConfig(gcComm_t comm, size_t count, int dtype, int op, gcAlgoConfig_t* out,
+                    const char** why) {
+  GC_REQUIRE(out, Err::InvalidArgument, "gcCommPolicyConfig: config pointer is NULL");
+  *out = nullptr;
+  if (why) *why = "";
+  GC_REQUIRE(comm && comm->net && comm->bootstrap, Err::InvalidArgument,
+             "gcCommPolicyConfig: comm is NULL or not initialized");
+  nccl::CommIdentity id;
+  id.nranks = comm->net->size();
+  if (!comm->policy) {
+    auto policy = std::make_shared<nccl::Policy>();
+    GC_CHECK(nccl::loadPolicy(policy.get()));
+    std::vector<std::string> texts;
+    comm->net->setActivity("gcCommPolicyConfig");
+    GC_CHECK(comm->bootstrap->allgather(nccl::effectiveConfigText(*policy, id, true), &texts));
+    const std::string diff = nccl::firstDifference(texts);
+    GC_REQUIRE(diff.empty(), Err::InvalidConfig,
+               "gcCommPolicyConfig: the gradcomp configuration differs across ranks: %s",
+               diff.c_str());
+    comm->policy = std::move(policy);
+  }
+  const nccl::Policy& policy = *comm->policy;
+  nccl::CallShape call;
+  call.count = count, call.ncclDtype = dtype, call.ncclOp = op;
+  int rule = -1;
+  const nccl::Verdict verdict = nccl::decide(policy, id, call, &rule);
+  if (why) *why = nccl::verdictName(verdict);
+  if (verdict != nccl::Verdict::Compress) return Status::Ok();
+  const nccl::Rule* r = rule >= 0 ? &policy.rules[size_t(rule)] : nullptr;
+  const std::string name = r && !r->algo.empty() ? r->algo : policy.algo;
+  gcAlgoConfig_t config = nullptr;
+  GC_CHECK(configCreate(name.c_str(), &config));
+  std::unique_ptr<gcAlgoConfig> owned(config);
+  GC_CHECK(nccl::algorithmOverrides(policy, rule, &owned->overrides));
+  *out = owned.release();
+  return Status::Ok();
+}
+
 Status memCopy(gcComm_t comm, void* dst, const void* src, size_t bytes, bool toDevice,
                const char* fn) {
   GC_REQUIRE(comm && comm->dev, Err::InvalidArgument, "%s: comm is NULL", fn);
@@ -255,6 +383,14 @@ extern "C" {
 
 gcResult_t gcCommInitFromEnv(gcComm_t* comm) {
   return guard("gcCommInitFromEnv", [&] { return gradcomp::api::initFromEnv(comm); });
+}
+
+gcResult_t gcGetUniqueId(const char* host, gcUniqueId* id) {
+  return guard("gcGetUniqueId", [&] { return gradcomp::api::getUniqueId(host, id); });
+}
+
+gcResult_t gcCommInitRank(gcComm_t* comm, int nranks, const gcUniqueId* id, int rank) {
+  return guard("gcCommInitRank", [&] { return gradcomp::api::initRank(comm, nranks, id, rank); });
 }
 
 int gcCommRank(gcComm_t comm) { return comm && comm->net ? comm->net->rank() : -1; }
@@ -318,6 +454,13 @@ gcResult_t gcAllgather(const void* sendbuf, void* recvbuf, size_t sendcount,
                sendcount, P);
     return gradcomp::api::collective(gradcomp::algo::Collective::AllGather, sendbuf, recvbuf,
                                      sendcount * P, int(dtype), gcSum, config, 0, comm);
+  });
+}
+
+gcResult_t gcCommPolicyConfig(gcComm_t comm, size_t count, gcDataType_t dtype, gcRedOp_t op,
+                              gcAlgoConfig_t* config, const char** why) {
+  return guard("gcCommPolicyConfig", [&] {
+    return gradcomp::api::policyConfig(comm, count, int(dtype), int(op), config, why);
   });
 }
 
