@@ -127,6 +127,18 @@ GC_API gcResult_t gcReduceScatter(const void* sendbuf, void* recvbuf, size_t rec
                                   gcDataType_t dtype, gcRedOp_t op, gcAlgoConfig_t config,
                                   uint64_t bufferKey, gcComm_t comm);
 
+/* Allgather in NCCL's layout: every rank's recvbuf gets sendcount x
+ * gcCommSize elements, rank r's sendbuf at [r*sendcount, (r+1)*sendcount).
+ * config names dense (NULL), cast (bfloat16 on the wire) or blockq (int8 /
+ * int4 block quantization: BITS, AG_BLOCK); lossy ones deliver
+ * decode(encode(shard)) to every rank, the owner included, so all ranks hold
+ * identical bytes. In place when sendbuf = recvbuf + r*sendcount elements;
+ * any other overlap is gcInvalidArgument. Floating dtypes (dense: any).
+ * Collective: every rank calls with the same sendcount, dtype and config
+ * (a differing sendcount is an error on every rank naming the counts). */
+GC_API gcResult_t gcAllgather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                              gcDataType_t dtype, gcAlgoConfig_t config, gcComm_t comm);
+
 /* What the NCCL interposer would do with an allreduce of count x dtype with
  * op, from the same configuration (defaults, the admin file: GRADCOMP_CONFIG,
  * else /etc/gradcomp.conf; GRADCOMP_* variables; docs/usage.md): *config gets
@@ -140,18 +152,6 @@ GC_API gcResult_t gcReduceScatter(const void* sendbuf, void* recvbuf, size_t rec
  * fails every rank with gcInvalidConfig naming the first differing key. */
 GC_API gcResult_t gcCommPolicyConfig(gcComm_t comm, size_t count, gcDataType_t dtype,
                                      gcRedOp_t op, gcAlgoConfig_t* config, const char** why);
-
-/* Allgather in NCCL's layout: every rank's recvbuf gets sendcount x
- * gcCommSize elements, rank r's sendbuf at [r*sendcount, (r+1)*sendcount).
- * config names dense (NULL), cast (bfloat16 on the wire) or blockq (int8 /
- * int4 block quantization: BITS, AG_BLOCK); lossy ones deliver
- * decode(encode(shard)) to every rank, the owner included, so all ranks hold
- * identical bytes. In place when sendbuf = recvbuf + r*sendcount elements;
- * any other overlap is gcInvalidArgument. Floating dtypes (dense: any).
- * Collective: every rank calls with the same sendcount, dtype and config
- * (a differing sendcount is an error on every rank naming the counts). */
-GC_API gcResult_t gcAllgather(const void* sendbuf, void* recvbuf, size_t sendcount,
-                              gcDataType_t dtype, gcAlgoConfig_t config, gcComm_t comm);
 
 /* The algorithm comm's last successful gcAllreduce ran: the configured one,
  * or for "auto" the candidate it chose (e.g. "qsgd:BITS=4"; "dense(flush)"
