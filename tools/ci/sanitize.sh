@@ -26,8 +26,11 @@ GC_TSAN_TESTS=(test_transport test_transport_faults test_failure_monitor test_ex
 # test-seconds), and two sweeps of code the other ASan tests cover: dense's
 # schedule sweep over UCX processes (87 s; "dense (local)" sweeps the same
 # schedules) and CollNet with 8 chunks in flight (64 s; the other collnet
-# tests run the same worker). All of them run in the main suite.
-GC_ASAN_EXCLUDE='^gradcomp-bench|^dense \(UCX processes\): sweep with the default|^collnet: 4 head ranks, 32-512 KiB chunks, 8 in flight'
+# tests run the same worker). Since 2026-11-29 (session 14) also
+# gradcomp-train's training runs (76 of the stage's 691 test-seconds: the
+# trainer's loops over the algorithms that other ASan tests run). All of
+# them run in the main suite.
+GC_ASAN_EXCLUDE='^gradcomp-bench|^gradcomp-train|^dense \(UCX processes\): sweep with the default|^collnet: 4 head ranks, 32-512 KiB chunks, 8 in flight'
 
 run_asan() {
   gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON
