@@ -26,8 +26,9 @@ struct Options {
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
   std::string algo = "dense";
-  // --coll: allreduce (default) or reducescatter (nccl-tests'
-  // reduce_scatter_perf: the size is the whole input, count the recvcount).
+  // --coll: allreduce (default), reducescatter (nccl-tests'
+  // reduce_scatter_perf: the size is the whole input, count the recvcount) or
+  // allgather (all_gather_perf: the size is the whole output, count the sendcount).
   algo::Collective coll = algo::Collective::AllReduce;
   // Registry parameters for the algorithm: name without GRADCOMP_ prefix ->
   // text, already validated against the registry spec.
