@@ -50,7 +50,7 @@ Status parseDouble(const std::string& text, const std::string& flag, double lo, 
 
 // A registry parameter by name (any case, optional GRADCOMP_ prefix), validated.
 Status addParam(const std::string& rawName, const std::string& value, const std::string& origin,
-                Flags* f) {
+                std::vector<std::pair<std::string, std::string>>* to) {
   std::string name;
   for (char c : rawName) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (name.rfind("GRADCOMP_", 0) == 0) name = name.substr(9);
@@ -60,7 +60,7 @@ Status addParam(const std::string& rawName, const std::string& value, const std:
              origin.c_str(), name.c_str());
   param::Value parsed;
   GC_CHECK(param::parse(*spec, value, origin, &parsed));
-  f->algoParams.emplace_back(name, value);
+  to->emplace_back(name, value);
   return Status::Ok();
 }
 
@@ -129,7 +129,18 @@ const std::map<std::string, Handler>& trainerFlags() {
          GC_REQUIRE(eq != std::string::npos && eq > 0, Err::InvalidArgument,
                     "%s '%s': expected NAME=VALUE with a registry name such as DENSITY",
                     flag.c_str(), v.c_str());
-         return addParam(v.substr(0, eq), v.substr(eq + 1), flag + " " + v.substr(0, eq), f);
+         return addParam(v.substr(0, eq), v.substr(eq + 1), flag + " " + v.substr(0, eq),
+                         &f->algoParams);
+       }},
+      {"--ag-algo", [](auto&, auto& v, Flags* f) { f->agAlgo = v; return Status::Ok(); }},
+      {"--ag-param",
+       [](auto& flag, auto& v, Flags* f) {
+         const size_t eq = v.find('=');
+         GC_REQUIRE(eq != std::string::npos && eq > 0, Err::InvalidArgument,
+                    "%s '%s': expected NAME=VALUE with a registry name such as AG_BLOCK",
+                    flag.c_str(), v.c_str());
+         return addParam(v.substr(0, eq), v.substr(eq + 1), flag + " " + v.substr(0, eq),
+                         &f->agParams);
        }},
   };
   return flags;
@@ -161,6 +172,11 @@ std::string paramFlag(const std::string& paramName) {
   for (char c : name)
     flag += c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return flag;
+}
+
+std::string agParamFlag(const std::string& paramName) {
+  const std::string flag = paramFlag(paramName);  // "--ag-block" or "--bits"
+  return flag.rfind("--ag-", 0) == 0 ? flag : "--ag-" + flag.substr(2);
 }
 
 Status parseFlags(int argc, char** argv, Flags* out) {
@@ -195,13 +211,22 @@ Status parseFlags(int argc, char** argv, Flags* out) {
     }
   }
   // The algorithm decides which parameter flags exist, so find it first.
-  for (const auto& [flag, value] : items)
+  for (const auto& [flag, value] : items) {
     if (flag == "--algo") f.algo = value;
+    if (flag == "--ag-algo") f.agAlgo = value;
+  }
   const algo::AlgorithmInfo* info = algo::findAlgorithm(f.algo);
   GC_REQUIRE(info, Err::InvalidArgument, "--algo '%s' is unknown; registered: %s",
              f.algo.c_str(), algo::algorithmNames().c_str());
   std::map<std::string, std::string> algoFlags;  // flag -> registry name
   for (param::Id id : info->params) algoFlags[paramFlag(param::spec(id).name)] = param::spec(id).name;
+  std::map<std::string, std::string> agFlags;  // --ag-* flag -> registry name
+  if (!f.agAlgo.empty()) {
+    const algo::AlgorithmInfo* ag = algo::findAllgatherAlgorithm(f.agAlgo);
+    GC_REQUIRE(ag, Err::InvalidArgument, "--ag-algo '%s' is unknown; allgather algorithms: %s",
+               f.agAlgo.c_str(), algo::allgatherNames().c_str());
+    for (param::Id id : ag->params) agFlags[agParamFlag(param::spec(id).name)] = param::spec(id).name;
+  }
 
   for (const auto& [flag, value] : items) {
     auto t = trainerFlags().find(flag);
@@ -209,12 +234,18 @@ Status parseFlags(int argc, char** argv, Flags* out) {
       GC_CHECK(t->second(flag, value, &f));
       continue;
     }
+    if (auto g = agFlags.find(flag); g != agFlags.end()) {
+      GC_CHECK(addParam(g->second, value, flag, &f.agParams));
+      continue;
+    }
     auto a = algoFlags.find(flag);
     GC_REQUIRE(a != algoFlags.end(), Err::InvalidArgument,
-               "unknown flag %s for --algo %s (see --help for trainer flags; the algorithm's "
-               "parameters are flags named after the registry, e.g. DENSITY -> --density)",
-               flag.c_str(), f.algo.c_str());
-    GC_CHECK(addParam(a->second, value, flag, &f));
+               "unknown flag %s for --algo %s%s%s (see --help for trainer flags; the algorithm's "
+               "parameters are flags named after the registry, e.g. DENSITY -> --density; "
+               "--ag-algo's with ag-: BITS -> --ag-bits)",
+               flag.c_str(), f.algo.c_str(), f.agAlgo.empty() ? "" : " and --ag-algo ",
+               f.agAlgo.c_str());
+    GC_CHECK(addParam(a->second, value, flag, &f.algoParams));
   }
   GC_REQUIRE(f.train.period == 1 || f.train.average == AverageMode::Weights,
              Err::InvalidArgument, "--period %d needs --average weights (gradients are averaged every step)",
@@ -224,6 +255,11 @@ Status parseFlags(int argc, char** argv, Flags* out) {
   GC_REQUIRE(!f.train.sharded || info->hasReduceScatter(), Err::InvalidArgument,
              "--sharded: --algo %s has no reduce-scatter form (gradcomp-bench --help lists those "
              "that have)", f.algo.c_str());
+  GC_REQUIRE(f.agAlgo.empty() || f.train.sharded, Err::InvalidArgument,
+             "--ag-algo %s is ZeRO-3's parameter allgather: it needs --sharded", f.agAlgo.c_str());
+  GC_REQUIRE(f.agParams.empty() || !f.agAlgo.empty(), Err::InvalidArgument,
+             "--ag-param and --ag-* parameter flags need --ag-algo");
+  f.train.zero3 = !f.agAlgo.empty();
   const bool correctable = f.train.momentum > 0 && f.train.average == AverageMode::Gradients;
   f.train.momentumCorrection =
       f.momentumCorrection == "on" ||
@@ -232,6 +268,12 @@ Status parseFlags(int argc, char** argv, Flags* out) {
              Err::InvalidArgument,
              "--momentum-correction on needs --momentum > 0 and --average grads (it allreduces "
              "the velocity)");
+  // The correction clears the velocity where any rank's step changed a
+  // parameter, which ZeRO-3's ranks cannot see through a lossy allgather.
+  GC_REQUIRE(!f.train.momentumCorrection || !f.train.zero3, Err::InvalidArgument,
+             "--ag-algo (ZeRO-3) has no momentum correction (%s for --algo %s): pass "
+             "--momentum-correction off", f.momentumCorrection == "on" ? "asked" : "auto turns it on",
+             f.algo.c_str());
   *out = std::move(f);
   return Status::Ok();
 }
@@ -273,6 +315,10 @@ std::string usage() {
          "  --period T           steps between weight averages (with --average weights)\n"
          "  --sharded            ZeRO-2 / FSDP style: reduce-scatter gradients per bucket,\n"
          "                       each rank steps its shard, parameters allgathered dense\n"
+         "  --ag-algo NAME       with --sharded, ZeRO-3: fp32 master shards, the parameters\n"
+         "                       computed with are their allgather by NAME (" + algo::allgatherNames() + ")\n"
+         "  --ag-bits 8|4, --ag-cast bf16|fp8, --ag-block N, --ag-param NAME=VALUE\n"
+         "                       --ag-algo's parameters (GRADCOMP_BITS, AG_CAST, AG_BLOCK)\n"
          "  --straggle N:MS      each step N random ranks sleep MS ms before communicating\n"
          "  --op avg|sum         gcAvg (default) or gcSum then scale by 1/ranks\n"
          "  --seed N             weights, shuffles and stragglers (default 1)\n"

@@ -20,6 +20,12 @@ struct Flags {
   std::string algo = "dense";
   // Registry names without GRADCOMP_ prefix -> text, validated by the registry.
   std::vector<std::pair<std::string, std::string>> algoParams;
+  // --ag-algo (ZeRO-3's parameter allgather: dense, cast, blockq; empty:
+  // none) and its parameters, registry names as for algoParams. Its
+  // parameters are flags with an ag- prefix (BITS -> --ag-bits, AG_BLOCK ->
+  // --ag-block), or --ag-param NAME=VALUE, apart from --algo's (--bits).
+  std::string agAlgo;
+  std::vector<std::pair<std::string, std::string>> agParams;
   bool sumThenScale = false;  // --op sum
   // --momentum-correction: "auto" (on for top-k selection methods when the
   // optimizer has momentum and gradients are averaged), "on" or "off";
@@ -42,5 +48,7 @@ std::string usage();
 
 // GRADCOMP_DENSITY or DENSITY -> "--density"; DENSE_RD_MAX_BYTES -> "--dense-rd-max-bytes".
 std::string paramFlag(const std::string& paramName);
+// The --ag-algo flag of a registry parameter: BITS -> "--ag-bits", AG_BLOCK -> "--ag-block".
+std::string agParamFlag(const std::string& paramName);
 
 }  // namespace gradcomp::train

@@ -30,15 +30,20 @@ Status fromGcResult(gcResult_t result, const char* what) {
                     detail && *detail ? detail : gcResultString(result));
 }
 
-Status GcCollective::create(const std::string& algo,
-                            const std::vector<std::pair<std::string, std::string>>& params,
-                            bool sumThenScale, std::unique_ptr<GcCollective>* out) {
+Status GcCollective::create(const std::string& algo, const Params& params, bool sumThenScale,
+                            const std::string& agAlgo, const Params& agParams,
+                            std::unique_ptr<GcCollective>* out) {
   std::unique_ptr<GcCollective> c(new GcCollective());
   c->sumThenScale_ = sumThenScale;
   // Configs first: a bad --algo or parameter fails before any network setup.
   GC_CHECK(fromGcResult(gcAlgoConfigCreate(algo.c_str(), &c->algo_), "--algo"));
   for (const auto& [name, value] : params)
     GC_CHECK(fromGcResult(gcAlgoConfigSet(c->algo_, name.c_str(), value.c_str()), name.c_str()));
+  if (!agAlgo.empty()) {
+    GC_CHECK(fromGcResult(gcAlgoConfigCreate(agAlgo.c_str(), &c->ag_), "--ag-algo"));
+    for (const auto& [name, value] : agParams)
+      GC_CHECK(fromGcResult(gcAlgoConfigSet(c->ag_, name.c_str(), value.c_str()), name.c_str()));
+  }
   GC_CHECK(fromGcResult(gcAlgoConfigCreate("dense", &c->metrics_), "metrics config"));
   GC_CHECK(fromGcResult(gcCommInitFromEnv(&c->comm_),
                         "joining the job (start ranks with gradcomp-run -n N -- gradcomp-train, "
@@ -53,6 +58,7 @@ GcCollective::~GcCollective() {
   if (comm_) (void)gcCommDestroy(comm_);
   if (algo_) gcAlgoConfigDestroy(algo_);
   if (metrics_) gcAlgoConfigDestroy(metrics_);
+  if (ag_) gcAlgoConfigDestroy(ag_);
 }
 
 // The communicator's whole traffic (all peers), read at any time: counting
@@ -67,7 +73,7 @@ Status GcCollective::totalSent(uint64_t* bytes) {
 Status GcCollective::bytesSent(uint64_t* out) {
   uint64_t total = 0;
   GC_CHECK(totalSent(&total));
-  *out = total - metricsBytes_;
+  *out = total - metricsBytes_ - paramBytes_;
   return Status::Ok();
 }
 
@@ -120,6 +126,25 @@ Status GcCollective::allGather(const float* shard, size_t shardCount, float* out
   GC_CHECK(totalSent(&after));
   metricsBytes_ += after - before;
   std::copy(gather_.begin(), gather_.end(), out);
+  return Status::Ok();
+}
+
+// The allgather is synchronous (a ring), so what is sent during the call is
+// its traffic; an asynchronous gradient algorithm's background sends in that
+// window would be counted here too (none of the reduce-scatter forms has any).
+Status GcCollective::paramAllgather(const float* shard, size_t shardCount, float* out) {
+  GC_REQUIRE(ag_, Err::Internal, "paramAllgather without an --ag-algo");
+  uint64_t before = 0, after = 0;
+  GC_CHECK(totalSent(&before));
+  GC_CHECK(fromGcResult(gcAllgather(shard, out, shardCount, gcFloat32, ag_, comm_),
+                        "parameter allgather (--ag-algo)"));
+  GC_CHECK(totalSent(&after));
+  paramBytes_ += after - before;
+  return Status::Ok();
+}
+
+Status GcCollective::paramBytesSent(uint64_t* out) {
+  *out = paramBytes_;
   return Status::Ok();
 }
 

@@ -18,10 +18,12 @@ class GcCollective final : public Collective {
   // Collective: joins the job described by the environment (gcCommInitFromEnv)
   // and configures `algo` with params (registry names without prefix -> text).
   // sumThenScale: reduce with gcSum and multiply by 1/P here, for algorithms
-  // that only implement sum; otherwise gcAvg.
-  static Status create(const std::string& algo,
-                       const std::vector<std::pair<std::string, std::string>>& params,
-                       bool sumThenScale, std::unique_ptr<GcCollective>* out);
+  // that only implement sum; otherwise gcAvg. agAlgo (may be empty: no
+  // paramAllgather) with agParams: the parameter allgather of ZeRO-3.
+  using Params = std::vector<std::pair<std::string, std::string>>;
+  static Status create(const std::string& algo, const Params& params, bool sumThenScale,
+                       const std::string& agAlgo, const Params& agParams,
+                       std::unique_ptr<GcCollective>* out);
   ~GcCollective() override;
 
   int rank() const override { return rank_; }
@@ -32,6 +34,8 @@ class GcCollective final : public Collective {
   Status reduceScatterAverage(const float* data, size_t count, float* shard,
                               uint64_t key) override;
   Status allGather(const float* shard, size_t shardCount, float* out) override;
+  Status paramAllgather(const float* shard, size_t shardCount, float* out) override;
+  Status paramBytesSent(uint64_t* out) override;
 
  private:
   GcCollective() = default;
@@ -40,9 +44,11 @@ class GcCollective final : public Collective {
   gcComm_t comm_ = nullptr;
   gcAlgoConfig_t algo_ = nullptr;
   gcAlgoConfig_t metrics_ = nullptr;  // "dense", exact
+  gcAlgoConfig_t ag_ = nullptr;       // paramAllgather's, or none
   bool sumThenScale_ = false;
   int rank_ = 0, size_ = 1;
   uint64_t metricsBytes_ = 0;  // sent by sumMetrics() and allGather(), not counted
+  uint64_t paramBytes_ = 0;    // sent by paramAllgather()
   std::vector<float> gather_;  // allGather's zero-padded sum
 };
 

@@ -25,7 +25,8 @@ Status run(const Flags& flags) {
   GC_CHECK(loadFashionMnist(flags.dataDir, "train", flags.trainLimit, &trainSet));
   GC_CHECK(loadFashionMnist(flags.dataDir, "t10k", flags.testLimit, &testSet));
   std::unique_ptr<GcCollective> comm;
-  GC_CHECK(GcCollective::create(flags.algo, flags.algoParams, flags.sumThenScale, &comm));
+  GC_CHECK(GcCollective::create(flags.algo, flags.algoParams, flags.sumThenScale, flags.agAlgo,
+                                flags.agParams, &comm));
   log::setRank(comm->rank());
 
   Report report(flags, comm->size(), trainSet.size(), testSet.size());

@@ -40,6 +40,12 @@ class Collective {
   // Collective, exact: out[r * shardCount ...] = rank r's shard (the dense
   // parameter allgather of sharded training; not counted in bytesSent()).
   virtual Status allGather(const float* shard, size_t shardCount, float* out) = 0;
+  // Collective (ZeRO-3): out[r * shardCount ...] = rank r's shard as the
+  // configured parameter allgather delivers it (a lossy one: decode(encode(
+  // shard)) on every rank, the owner included, so all ranks get the same
+  // bytes). Its traffic counts in paramBytesSent(), not in bytesSent().
+  virtual Status paramAllgather(const float* shard, size_t shardCount, float* out) = 0;
+  virtual Status paramBytesSent(uint64_t* out) = 0;
 };
 
 // A contiguous range of the flat vector reduced in one call.
@@ -93,6 +99,13 @@ class SingleProcessCollective final : public Collective {
     std::copy(shard, shard + shardCount, out);
     return Status::Ok();
   }
+  Status paramAllgather(const float* shard, size_t shardCount, float* out) override {
+    return allGather(shard, shardCount, out);
+  }
+  Status paramBytesSent(uint64_t* out) override {
+    *out = 0;
+    return Status::Ok();
+  }
 };
 
 // ZeRO-2 over the same buckets: each bucket, zero-padded to a multiple of
@@ -101,26 +114,43 @@ class SingleProcessCollective final : public Collective {
 // SGD (+momentum, its velocity kept for those entries only) and the
 // parameters are allgathered dense, so every rank ends the step with the
 // same weights.
+//
+// ZeRO-3 (zero3): the optimizer's parameters are each rank's fp32 master
+// shards, kept here and stepped exactly; the full parameters the network
+// computes with are only what paramAllgather() delivers from them (lossy
+// for blockq/cast), so an allgather's quantization error is never written
+// back into a master shard and does not accumulate over steps.
 class ShardedStepper {
  public:
-  ShardedStepper(Collective& comm, std::vector<Bucket> buckets)
-      : comm_(comm), buckets_(std::move(buckets)) {}
+  ShardedStepper(Collective& comm, std::vector<Bucket> buckets, bool zero3 = false)
+      : comm_(comm), buckets_(std::move(buckets)), zero3_(zero3) {}
+  // Collective, once before the first step. ZeRO-3: every rank's master
+  // shards are its owned slices of params (equal on all ranks at start) and
+  // params becomes their allgather, as before every later forward pass.
+  // ZeRO-2: nothing.
+  Status start(float* params);
   // grads and params: the flat vectors; velocity: the flat momentum buffer
   // (only owned entries are used), may be null when momentum is 0.
-  // momentumCorrection (DGC, as the allreduce path does it): grads already
-  // are the velocity u; owned parameters step by -lr x result (no momentum
-  // on top), and after the allgather u is cleared wherever a parameter
-  // changed, i.e. where the reduce-scattered result was non-zero on any
-  // rank's shard (what the allreduce path reads from its whole result).
+  // momentumCorrection (DGC, as the allreduce path does it; ZeRO-2 only):
+  // grads already are the velocity u; owned parameters step by -lr x result
+  // (no momentum on top), and after the allgather u is cleared wherever a
+  // parameter changed, i.e. where the reduce-scattered result was non-zero
+  // on any rank's shard (what the allreduce path reads from its whole result).
   Status step(const float* grads, float* params, float* velocity, float lr, float momentum,
               bool momentumCorrection);
   double commSeconds() const { return commSeconds_; }
+  double paramSeconds() const { return paramSeconds_; }
 
  private:
+  Status gather(const Bucket& b, size_t s, float* params);
+
   Collective& comm_;
   std::vector<Bucket> buckets_;
+  bool zero3_;
+  std::vector<std::vector<float>> master_;  // ZeRO-3: per bucket, s entries (zero padding)
   std::vector<float> padded_, shard_, gathered_, before_;
-  double commSeconds_ = 0;  // the gradient reduce-scatters (the allgather is not timed)
+  double commSeconds_ = 0;   // the gradient reduce-scatters
+  double paramSeconds_ = 0;  // ZeRO-3's parameter allgathers (ZeRO-2's is not timed)
 };
 
 }  // namespace gradcomp::train

@@ -34,17 +34,25 @@ void Report::printHeader(FILE* out) const {
     std::fprintf(out, ", straggle %d ranks x %d ms", t.straggleRanks, t.straggleMs);
   for (const auto& [name, value] : flags_.algoParams)
     std::fprintf(out, ", %s=%s", name.c_str(), value.c_str());
+  if (t.zero3) {
+    std::fprintf(out, ", ZeRO-3 parameter allgather %s", flags_.agAlgo.c_str());
+    for (const auto& [name, value] : flags_.agParams)
+      std::fprintf(out, " %s=%s", name.c_str(), value.c_str());
+  }
   std::fprintf(out, "\n# %zu train images (sharded), %zu test images, seed %llu\n", trainImages_,
                testImages_, static_cast<unsigned long long>(t.seed));
-  std::fprintf(out, "# %5s %6s %10s %9s %9s %9s %12s\n", "epoch", "steps", "train_loss",
-               "test_acc", "wall_s", "comm_s", "wire_MB");
+  std::fprintf(out, "# %5s %6s %10s %9s %9s %9s %12s%s\n", "epoch", "steps", "train_loss",
+               "test_acc", "wall_s", "comm_s", "wire_MB",
+               t.zero3 ? "    ag_comm_s     ag_wire_MB" : "");
   std::fflush(out);
 }
 
 void Report::add(const EpochStats& st, FILE* out) {
   epochs_.push_back(st);
-  std::fprintf(out, "  %5d %6d %10.4f %8.2f%% %9.2f %9.2f %12.2f\n", st.epoch, st.steps,
+  std::fprintf(out, "  %5d %6d %10.4f %8.2f%% %9.2f %9.2f %12.2f", st.epoch, st.steps,
                st.trainLoss, st.testAcc * 100, st.wallS, st.commS, st.wireBytes / 1e6);
+  if (flags_.train.zero3) std::fprintf(out, " %12.2f %14.2f", st.agCommS, st.agWireBytes / 1e6);
+  std::fprintf(out, "\n");
   std::fflush(out);
 }
 
@@ -57,9 +65,10 @@ Status Report::writeJson(const std::string& path) const {
     const EpochStats& e = epochs_[i];
     std::fprintf(f,
                  "  {\"epoch\": %d, \"train_loss\": %s, \"test_acc\": %.6f, \"wall_s\": %.4f, "
-                 "\"comm_s\": %.4f, \"wire_bytes\": %.0f}%s\n",
+                 "\"comm_s\": %.4f, \"wire_bytes\": %.0f, \"ag_comm_s\": %.4f, "
+                 "\"ag_wire_bytes\": %.0f}%s\n",
                  e.epoch, jsonNumber(e.trainLoss, "%.6f").c_str(), e.testAcc, e.wallS, e.commS,
-                 e.wireBytes, i + 1 < epochs_.size() ? "," : "");
+                 e.wireBytes, e.agCommS, e.agWireBytes, i + 1 < epochs_.size() ? "," : "");
   }
   std::fprintf(f, "]\n");
   const bool ok = std::fclose(f) == 0;

@@ -48,6 +48,29 @@ void sgdStep(float* w, const float* g, float* v, size_t n, float lr, float momen
   }
 }
 
+// Collective: fails on every rank unless every rank holds bit-identical
+// params (what sharded training promises). The ranks' 64-bit FNV-1a hashes
+// are compared through exact double sums, 16 bits at a time: P x sum(h^2) ==
+// (sum h)^2 holds only when every rank's h is the same (Cauchy-Schwarz), and
+// h^2 < 2^32 summed over at most 2^20 ranks stays an exact double.
+Status checkSameParams(Collective& comm, const float* params, size_t n, int epoch) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(params);
+  for (size_t i = 0; i < n * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  double sums[8];
+  for (int k = 0; k < 4; ++k) {
+    const double part = double((h >> (16 * k)) & 0xffff);
+    sums[2 * k] = part;
+    sums[2 * k + 1] = part * part;
+  }
+  GC_CHECK(comm.sumMetrics(sums, 8));
+  for (int k = 0; k < 4; ++k)
+    GC_REQUIRE(sums[2 * k + 1] * comm.size() == sums[2 * k] * sums[2 * k], Err::Internal,
+               "after epoch %d the ranks' parameters differ (sharded training must leave every "
+               "rank with the same bytes)", epoch);
+  return Status::Ok();
+}
+
 }  // namespace
 
 double testAccuracy(Network& net, const Dataset& data) {
@@ -84,9 +107,13 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
   const size_t n = net->paramCount();
   std::vector<float> velocity(o.momentum > 0 ? n : 0, 0.0f);
   BucketReducer reducer(comm, planBuckets(net->tensors(), size_t(o.bucketMb * 1024 * 1024)));
-  ShardedStepper sharded(comm, reducer.buckets());
+  ShardedStepper sharded(comm, reducer.buckets(), o.zero3);
   GC_REQUIRE(!o.sharded || o.average == AverageMode::Gradients, Err::InvalidArgument,
              "sharded training reduce-scatters gradients: it needs --average grads");
+  GC_REQUIRE(o.sharded || !o.zero3, Err::InvalidArgument, "ZeRO-3 needs sharded training");
+  GC_REQUIRE(!o.zero3 || !o.momentumCorrection, Err::InvalidArgument,
+             "ZeRO-3 has no momentum correction");
+  if (o.zero3) GC_CHECK(sharded.start(net->params()));  // the first forward's parameters
   GC_INFO(TOOL, "gradcomp-train: %s, %zu parameters in %zu buckets, %zu steps/epoch, shard %zu..%zu",
           o.model.c_str(), n, reducer.buckets().size(), steps, shardBegin, shardEnd);
 
@@ -100,8 +127,10 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle.below(i)]);
 
     const double comm0 = reducer.commSeconds() + sharded.commSeconds();
-    uint64_t bytes0 = 0, bytes1 = 0;
+    const double agComm0 = sharded.paramSeconds();
+    uint64_t bytes0 = 0, bytes1 = 0, agBytes0 = 0, agBytes1 = 0;
     GC_CHECK(comm.bytesSent(&bytes0));
+    GC_CHECK(comm.paramBytesSent(&agBytes0));
     const auto start = Clock::now();
     double lossSum = 0;
     for (size_t step = 0; step < steps; ++step, ++globalStep) {
@@ -149,18 +178,25 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
     st.wallS = secondsSince(start);
     st.commS = reducer.commSeconds() + sharded.commSeconds() - comm0;
     GC_CHECK(comm.bytesSent(&bytes1));
+    GC_CHECK(comm.paramBytesSent(&agBytes1));
     st.wireBytes = double(bytes1 - bytes0);
+    st.agWireBytes = double(agBytes1 - agBytes0);
+    st.agCommS = sharded.paramSeconds() - agComm0;
     st.trainLoss = lossSum / steps;
+    if (o.sharded) GC_CHECK(checkSameParams(comm, net->params(), n, epoch));
     if (rank == 0) st.testAcc = testAccuracy(*net, testSet);
     // Means over ranks; accuracy comes from rank 0 alone. This collective also
     // keeps the other ranks out of the next epoch's timing while rank 0 evaluates.
-    double metrics[5] = {st.trainLoss, st.wallS, st.commS, st.wireBytes, st.testAcc};
-    GC_CHECK(comm.sumMetrics(metrics, 5));
+    double metrics[7] = {st.trainLoss, st.wallS,       st.commS,  st.wireBytes,
+                         st.testAcc,   st.agWireBytes, st.agCommS};
+    GC_CHECK(comm.sumMetrics(metrics, 7));
     st.trainLoss = metrics[0] / nranks;
     st.wallS = metrics[1] / nranks;
     st.commS = metrics[2] / nranks;
     st.wireBytes = metrics[3] / nranks;
     st.testAcc = metrics[4];
+    st.agWireBytes = metrics[5] / nranks;
+    st.agCommS = metrics[6] / nranks;
     onEpoch(st);
   }
   return Status::Ok();

@@ -32,6 +32,10 @@ struct TrainOptions {
   // ZeRO-2 / FSDP style (ShardedStepper): gradients reduce-scattered, each
   // rank steps the parameters it owns, parameters allgathered dense.
   bool sharded = false;
+  // ZeRO-3 (with sharded; flags --ag-algo): fp32 master shards stepped by
+  // their owners, the full parameters are their allgather by the
+  // collective's paramAllgather() (compressed), before every forward pass.
+  bool zero3 = false;
   AverageMode average = AverageMode::Gradients;
   int period = 1;          // steps between weight averages (Weights mode)
   int straggleRanks = 0;   // ranks that sleep each step ...
@@ -49,6 +53,8 @@ struct EpochStats {
   double wallS = 0;       // the epoch's training time (evaluation excluded)
   double commS = 0;       // time inside the collective (waiting included)
   double wireBytes = 0;   // bytes sent in the epoch's averages
+  double agWireBytes = 0; // ZeRO-3: bytes sent in the epoch's parameter allgathers
+  double agCommS = 0;     // ZeRO-3: time inside them
   int steps = 0;          // optimizer steps in the epoch
 };
 
