@@ -59,6 +59,46 @@ TEST_CASE("allgather: GRADCOMP_AG_ALGO=blockq compresses, in place and out of pl
   REQUIRE(gradcomp::test::allSucceeded(exits));
 }
 
+// Faked hosts (GRADCOMP_HOSTID, consecutive: {0, 1}, {2, 3}): the allgather
+// runs hierarchically (hierarchy/hierarchical.h), every rank holding the
+// same bytes, each shard within half a quantization step of its values.
+TEST_CASE("allgather: faked hosts run the hierarchical form, every rank the same bytes",
+          "[mp][nccl][allgather][hierarchy]") {
+  Job job;
+  const std::string outs = job.dir + "/out.rank", stats = job.dir + "/stats";
+  auto exits = gradcomp::test::runRanks(4, [&](int rank) {
+    setenv("GRADCOMP_HOSTID", rank < 2 ? "hostA" : "hostB", 1);
+    Api a = gradcomp::test::loadNcclApi();
+    ncclComm_t comm = nullptr;
+    CHILD_CHECK(a.initRank(&comm, 4, job.id, rank) == ncclSuccess);
+    std::vector<float> send(kSend), out(4 * kSend, -1.0f);
+    for (size_t i = 0; i < kSend; ++i) send[i] = inputOf(rank, i);
+    const int before = a.count("ncclAllGather");
+    CHILD_CHECK(a.allGather(send.data(), out.data(), kSend, ncclFloat32, comm, nullptr) ==
+                ncclSuccess);
+    CHILD_CHECK(a.count("ncclAllGather") == before);
+    for (int r = 0; r < 4; ++r)
+      for (size_t i = 0; i < kSend; i += 5)
+        CHILD_CHECK(std::fabs(out[size_t(r) * kSend + i] - inputOf(r, i)) <=
+                    float(r + 1) / 127.0f * 0.5001f);
+    FILE* f = fopen((outs + std::to_string(rank)).c_str(), "wb");
+    CHILD_CHECK(f && fwrite(out.data(), 4, out.size(), f) == out.size() && fclose(f) == 0);
+    CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+    // Sent: one int8 payload (4 x 64 scale bytes + kSend codes) to the other
+    // host, the rail's 2 decoded shards to the host peer (flat: 3 payloads).
+    const std::string json =
+        gradcomp::test::readWholeFile(stats + ".rank" + std::to_string(rank) + ".json");
+    const std::string wire = std::to_string(4 * 64 + kSend + 2 * kSend * 4);
+    CHILD_CHECK(has(json, "\"logical_bytes\": " + std::to_string(4 * 4 * kSend) +
+                              ", \"wire_bytes\": " + wire));
+    return 0;
+  }, job.env({{"GRADCOMP_AG_ALGO", "blockq"}, {"GRADCOMP_STATS", stats}}));
+  REQUIRE(gradcomp::test::allSucceeded(exits));
+  const std::string first = gradcomp::test::readWholeFile(outs + "0");
+  CHECK(first.size() == 4 * 4 * kSend);
+  for (int r = 1; r < 4; ++r) CHECK(gradcomp::test::readWholeFile(outs + std::to_string(r)) == first);
+}
+
 TEST_CASE("allgather: by default and when not eligible NCCL gets the call unchanged",
           "[mp][nccl][allgather]") {
   const std::vector<std::map<std::string, std::string>> cases = {

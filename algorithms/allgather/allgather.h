@@ -15,6 +15,10 @@
 //   blockq  (P-1) * (4 * ceil(m / B) + ceil(m * b / 8))
 // in P-1 messages; nothing else (no header, no counts: every payload's size
 // follows from sendcount, which the call check makes every rank agree on).
+// Hierarchical (GRADCOMP_HIERARCHY, hierarchy/hierarchical.h), H hosts of L
+// ranks, payload(m) the codec's bytes above for one shard:
+//   between hosts   (H-1) * payload(m)   in H-1 messages (the ring on the rail)
+//   inside a host   (L-1) * H * m * e    in L-1 messages (decoded shards, dense)
 //
 // Non-finite values: dense carries them exactly; cast bf16 converts them (NaN
 // stays NaN, +-Inf stays +-Inf, finite values beyond bfloat16's range round
@@ -61,5 +65,11 @@ bool usesBlockPrimitives(const std::string& name, const param::Overrides& config
 // elements (the whole output) over `nranks` ranks with `name`'s codec.
 Status wireBytes(const std::string& name, const param::Overrides& config, size_t count,
                  DataType t, int nranks, uint64_t* bytes);
+
+// The hierarchical form's (above) over `hosts` hosts of `perHost` ranks:
+// what one rank sends (and receives) to other hosts and inside its own.
+Status hierarchicalWireBytes(const std::string& name, const param::Overrides& config,
+                             size_t count, DataType t, int hosts, int perHost,
+                             uint64_t* interHost, uint64_t* intraHost);
 
 }  // namespace gradcomp::algo::allgather

@@ -120,4 +120,15 @@ Status wireBytes(const std::string& name, const param::Overrides& config, size_t
   return Status::Ok();
 }
 
+Status hierarchicalWireBytes(const std::string& name, const param::Overrides& config,
+                             size_t count, DataType t, int hosts, int perHost,
+                             uint64_t* interHost, uint64_t* intraHost) {
+  GC_REQUIRE(hosts > 0 && perHost > 0, Err::InvalidArgument,
+             "allgather wire bytes: %d hosts of %d ranks", hosts, perHost);
+  const size_t m = count / (size_t(hosts) * size_t(perHost));
+  GC_CHECK(wireBytes(name, config, m * size_t(hosts), t, hosts, interHost));
+  *intraHost = uint64_t(perHost - 1) * uint64_t(hosts) * m * dtypeSize(t);
+  return Status::Ok();
+}
+
 }  // namespace gradcomp::algo::allgather

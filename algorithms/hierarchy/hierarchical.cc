@@ -1,6 +1,8 @@
 // The hierarchical schedule (hierarchical.h): host reduce-scatter, inner
 // algorithm on the rail, host allgather; for a reduce-scatter, host
-// reduce-scatter of the rails' portions, then the inner reduce-scatter.
+// reduce-scatter of the rails' portions, then the inner reduce-scatter; for
+// an allgather, the inner allgather on the rail, then a host allgather of
+// the rail's decoded shards.
 //
 // Host exchanges are direct (every local rank sends each other one its
 // shard): L-1 messages per rank and phase, the same bytes as a ring, and a
@@ -25,6 +27,7 @@ namespace {
 constexpr uint64_t kStepReduceScatter = 0xFFF00;
 constexpr uint64_t kStepAllgather = 0xFFF01;
 constexpr uint64_t kStepPortions = 0xFFF02;
+constexpr uint64_t kStepRailShards = 0xFFF03;
 
 class Hierarchical final : public Algorithm {
  public:
@@ -86,6 +89,53 @@ class Hierarchical final : public Algorithm {
     return Status::Ok();
   }
 
+  // hierarchical.h: the inner allgather of the rail's H shards into a
+  // contiguous buffer (rail rank h: shard hostRanks_[h][l]), copied to their
+  // slots; then every local rank sends the others its rail's H decoded
+  // shards (direct, like the host exchanges above) and writes theirs.
+  Status runAllgather(Context& ctx, const AllreduceArgs& a) override {
+    GC_CHECK(bind(ctx.net));
+    const int L = host_->size(), l = host_->rank(), H = rail_->size();
+    const size_t m = a.count / size_t(ctx.net.size()), shardBytes = m * dtypeSize(a.dtype);
+    const size_t railBytes = size_t(H) * shardBytes;
+    if (m == 0) return Status::Ok();
+    char* out = static_cast<char*>(a.recvBuf);
+    auto slot = [&](int h, int j) {
+      return out + size_t(hostRanks_[size_t(h)][size_t(j)]) * shardBytes;
+    };
+    portion_.bind(ctx.dev).resize(railBytes);
+    AllreduceArgs in;
+    in.sendBuf = a.sendBuf;  // in place: read (encoded) before its slot is written below
+    in.recvBuf = portion_.data();
+    in.count = size_t(H) * m;
+    in.dtype = a.dtype;
+    in.coll = Collective::AllGather;
+    Context railCtx{*rail_, ctx.dev, ctx.config, ctx.callSeq, nullptr};
+    GC_CHECK(inner_->allgather(railCtx, in));
+    for (int h = 0; h < H; ++h)
+      GC_CHECK(ctx.dev.copy(slot(h, l), portion_.data() + size_t(h) * shardBytes, shardBytes));
+    if (L == 1) return ctx.dev.sync();
+    stage_.bind(ctx.dev);
+    if (stage_.send.size() < railBytes) stage_.send.resize(railBytes);
+    if (stage_.recv.size() < size_t(L) * railBytes) stage_.recv.resize(size_t(L) * railBytes);
+    GC_CHECK(ctx.dev.copy(stage_.send.data(), portion_.data(), railBytes));
+    GC_CHECK(ctx.dev.sync());
+    const uint64_t tag = transport::makeTag(ctx.callSeq, kStepRailShards);
+    shared::RequestSet reqs(*host_, "hierarchy host allgather");
+    for (int j = 0; j < L; ++j) {
+      if (j == l) continue;
+      GC_CHECK(reqs.irecv(j, tag, stage_.recv.data() + size_t(j) * railBytes, railBytes));
+      GC_CHECK(reqs.isend(j, tag, stage_.send.data(), railBytes));
+    }
+    GC_CHECK(reqs.waitAll());
+    for (int j = 0; j < L; ++j)
+      for (int h = 0; h < H && j != l; ++h)
+        GC_CHECK(ctx.dev.copy(slot(h, j),
+                              stage_.recv.data() + size_t(j) * railBytes + size_t(h) * shardBytes,
+                              shardBytes));
+    return ctx.dev.sync();  // the staging is free for the next call
+  }
+
   // The inner algorithm prepares for this rank's shard or portion (found
   // from the host groups, not the views the calls bind: this runs beside
   // them).
@@ -94,7 +144,9 @@ class Hierarchical final : public Algorithm {
       for (size_t l = 0; l < host.size(); ++l) {
         if (host[l] != ctx.net.rank()) continue;
         AllreduceArgs in = a;
-        in.count = a.coll == Collective::ReduceScatter
+        // A reduce-scatter's portion and an allgather's rail output are
+        // both H = P / L shards.
+        in.count = a.coll != Collective::AllReduce
                        ? a.count / host.size()
                        : dense::chunkOf(a.count, int(host.size()), int(l)).size;
         in.op = RedOp::Sum;
@@ -226,7 +278,8 @@ class Hierarchical final : public Algorithm {
   transport::Transport* parent_ = nullptr;
   std::unique_ptr<transport::Transport> host_, rail_;
   dense::Staging stage_;
-  device::DeviceArray<char> portion_;  // reduce-scatter: this rank's portion, host-summed
+  // Reduce-scatter: this rank's portion, host-summed; allgather: its rail's shards.
+  device::DeviceArray<char> portion_;
 };
 
 }  // namespace

@@ -29,6 +29,22 @@
 //   Avg divides by P at the end. Only the portions' compressed codes cross
 // hosts: a rank sends (L-1)/L of the tensor dense inside its host and the
 // inner schedule's share of count / L across hosts.
+//
+// Allgather (layout at algo::Collective; the inner algorithm an allgather
+// schedule, algorithms/allgather/allgather.h), m = sendcount, H hosts of L:
+//   1. the inner allgather over rail l: rank hostRanks[h][l] contributes its
+//      shard and receives the rail's H shards, each decode(encode(shard)),
+//      compressed between hosts;
+//   2. a dense host allgather: every local rank sends the others its rail's
+//      H decoded shards and writes theirs into their slots.
+// Every slot g then holds decode(encode(shard g)) as its owner's rail
+// decoded it: the flat schedule's bytes exactly (the codecs are
+// deterministic), on every rank, so the flat reference is this form's too.
+// Decoded shards, not raw ones, go through the host: a rank that received
+// its host's raw shards would have to encode each again to hold what the
+// other hosts hold. Wire bytes per rank (allgather::hierarchicalWireBytes):
+// (H-1) x payload(m) to its rail peers in H-1 messages, (L-1) x H x m x
+// element size to its host peers in L-1 messages.
 #pragma once
 
 #include <memory>
@@ -57,7 +73,9 @@ std::unique_ptr<Algorithm> makeHierarchical(std::unique_ptr<Algorithm> inner,
 // reference object per rail, so stateful references follow each rail), Avg
 // divided by P; a reduce-scatter (args.coll) through `info`'s reduce-scatter
 // reference on each portion, the whole tensor's values as flat references
-// give them. nullptr when `info` has no reference.
+// give them; an allgather (an allgather registry entry) through `info`'s
+// flat allgather reference, which the hierarchical form matches bit for bit.
+// nullptr when `info` has no reference.
 std::unique_ptr<Reference> makeHierarchicalReference(const AlgorithmInfo& info,
                                                      std::vector<std::vector<int>> hostRanks);
 

@@ -25,6 +25,12 @@ class HierarchicalReference final : public Reference {
  public:
   HierarchicalReference(const AlgorithmInfo& info, std::vector<std::vector<int>> hostRanks)
       : hostRanks_(std::move(hostRanks)) {
+    if (info.allgatherReference) {  // an allgather entry: nothing else to build
+      size_t P = 0;
+      for (const auto& ranks : hostRanks_) P += ranks.size();
+      allgather_ = info.allgatherReference(int(P));
+      return;
+    }
     for (size_t l = 0; l < hostRanks_[0].size(); ++l) {
       rails_.push_back(info.reference(int(hostRanks_.size())));
       if (info.reduceScatterReference)
@@ -33,6 +39,7 @@ class HierarchicalReference final : public Reference {
   }
 
   Status configure(const param::Overrides& config) override {
+    if (allgather_) GC_CHECK(allgather_->configure(config));
     for (auto& r : rails_) GC_CHECK(r->configure(config));
     for (auto& r : rsRails_) GC_CHECK(r->configure(config));
     return Status::Ok();
@@ -42,6 +49,11 @@ class HierarchicalReference final : public Reference {
                 std::vector<double>* expected, std::vector<double>* tolerance) override {
     if (args.coll == Collective::ReduceScatter)
       return expectReduceScatter(inputs, args, expected, tolerance);
+    // An allgather: the flat result bit for bit (hierarchical.h).
+    GC_REQUIRE((args.coll == Collective::AllGather) == bool(allgather_), Err::InvalidArgument,
+               "hierarchical reference: a %s call for %s", collectiveName(args.coll),
+               allgather_ ? "an allgather algorithm" : "an allreduce algorithm");
+    if (allgather_) return allgather_->expect(inputs, args, expected, tolerance);
     device::Backend& cpu = device::cpuBackend();
     const size_t esz = dtypeSize(args.dtype), H = hostRanks_.size(), L = hostRanks_[0].size();
     size_t P = 0;
@@ -165,13 +177,16 @@ class HierarchicalReference final : public Reference {
 
   std::vector<std::vector<int>> hostRanks_;
   std::vector<std::unique_ptr<Reference>> rails_, rsRails_;
+  std::unique_ptr<Reference> allgather_;  // an allgather entry's (flat) reference
 };
 
 }  // namespace
 
 std::unique_ptr<Reference> makeHierarchicalReference(const AlgorithmInfo& info,
                                                      std::vector<std::vector<int>> hostRanks) {
-  if (!info.reference || hostRanks.empty() || hostRanks[0].empty()) return nullptr;
+  if ((!info.reference && !info.allgatherReference) || hostRanks.empty() ||
+      hostRanks[0].empty())
+    return nullptr;
   return std::make_unique<HierarchicalReference>(info, std::move(hostRanks));
 }
 

@@ -274,7 +274,9 @@ Status collective(algo::Collective coll, const void* sendbuf, void* recvbuf, siz
       comm->algorithms[rs ? cfg.info->name + "/reducescatter"
                        : ag ? cfg.info->name + "/allgather" : cfg.info->name];
   if (!instance && ag) {
-    instance = info->create();  // flat: no hierarchical allgather yet
+    instance = info->create();
+    if (comm->topology.hierarchical)  // every allgather schedule has the form
+      instance = algo::hierarchy::makeHierarchical(std::move(instance), comm->topology.hostRanks);
   } else if (!instance) {
     instance = cfg.info->create();
     if (comm->topology.hierarchical && algo::hierarchy::supportsHierarchy(*cfg.info))

@@ -242,8 +242,9 @@ Status allgatherRuntimeFor(const Policy& policy, CommState& state, RuleRuntime**
                policy.agAlgo.c_str());
     GC_CHECK(algorithmOverrides(policy, -1, &made->config));
     made->algorithm = info->create();
-    if (state.topology.hierarchical)
-      GC_INFO(ALGO, "allgather by %s runs flat over all ranks", info->name.c_str());
+    if (state.topology.hierarchical)  // dense inside each host, the codec between hosts
+      made->algorithm =
+          algo::hierarchy::makeHierarchical(std::move(made->algorithm), state.topology.hostRanks);
     state.agRuntime = std::move(made);
   }
   *out = state.agRuntime.get();

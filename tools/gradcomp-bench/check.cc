@@ -32,7 +32,9 @@ Status roundTo(DataType type, double* values, size_t n) {
 Checker::Checker(const algo::AlgorithmInfo& info, int nranks,
                  std::vector<std::vector<int>> hostRanks, algo::Collective coll)
     : nranks_(nranks) {
-  if (coll == algo::Collective::AllGather) {
+  if (coll == algo::Collective::AllGather && !hostRanks.empty()) {
+    reference_ = algo::hierarchy::makeHierarchicalReference(info, std::move(hostRanks));
+  } else if (coll == algo::Collective::AllGather) {
     if (info.hasAllgather()) reference_ = info.allgatherReference(nranks);
   } else if (coll == algo::Collective::ReduceScatter && !info.hasReduceScatter()) {
     // no reference: #wrong is N/A

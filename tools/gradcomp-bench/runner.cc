@@ -281,10 +281,9 @@ Status runRank(const Options& o, uint64_t* wrongTotal) {
   gcTopology_t topo{};
   GC_CHECK(api(gcCommGetTopology(comm.c, &topo)));
   // The communicator's choice (api.cc): hierarchical where the topology and
-  // the algorithm allow it, for either collective.
-  // Allgathers run flat.
-  const bool hierarchical =
-      !ag && topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
+  // the algorithm allow it, for every collective (every allgather schedule
+  // has the form).
+  const bool hierarchical = topo.hierarchical && algo::hierarchy::supportsHierarchy(*info);
   std::vector<std::vector<int>> hostRanks;
   if (hierarchical) {
     hostRanks.resize(size_t(topo.hosts));
