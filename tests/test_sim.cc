@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/allgather/allgather.h"
 #include "algorithms/error_feedback.h"
 #include "tools/gradcomp-bench/inputs.h"
 #include "tools/gradcomp-sim/formulas.h"
@@ -303,4 +304,74 @@ TEST_CASE("sim: reduce-scatter forms move the in-process transport's bytes; comp
   // 4-bit codes plus bucket headers: well under a quarter of fp32's time on
   // a bandwidth-bound link (compute is free in this model).
   CHECK(timeOf["qsgd"] < timeOf["dense"] / 4);
+}
+
+// --coll allgather (formulas.h): every rank sends exactly the formula's bytes
+// in P-1 messages (H-1 + L-1 hierarchically, inter-host bytes apart), and the
+// flat ring's clock is P-1 steps of alpha + beta payload. Compressed codecs
+// shrink the time with their payload; the hierarchical form beats the flat
+// ring at 1 Gbit/s between hosts.
+TEST_CASE("sim: allgathers send the formula's bytes in the ring's time", "[sim][allgather]") {
+  struct Codec {
+    const char* algo;
+    std::vector<std::pair<const char*, const char*>> params;
+  };
+  const std::vector<Codec> codecs = {{"dense", {}},
+                                     {"cast", {}},
+                                     {"cast", {{"AG_CAST", "fp8"}}},
+                                     {"blockq", {}},
+                                     {"blockq", {{"BITS", "4"}, {"AG_BLOCK", "256"}}}};
+  std::map<std::string, double> timeAt4;
+  for (const Codec& c : codecs)
+    for (int P : {3, 4, 8}) {
+      sim::SimJob job = smallJob(c.algo, P, size_t(P) * 30000);
+      job.coll = algo::Collective::AllGather;
+      for (const auto& [k, v] : c.params) REQUIRE(job.config.set(k, v, "test").ok());
+      sim::SimResult res;
+      const Status s = sim::runSim(job, &res);
+      INFO(c.algo << " " << c.params.size() << " params, P=" << P << ": " << s.toString());
+      REQUIRE(s.ok());
+      sim::VolumeBound b;
+      REQUIRE(sim::allgatherVolume(c.algo, job.config, P, job.count, 0, false, &b).ok());
+      CHECK(res.sentMax == b.hi);
+      CHECK(res.sentMean == Approx(b.hi).epsilon(1e-12));
+      CHECK(res.recvMax == b.hi);
+      CHECK(res.msgsMax == P - 1);
+      const sim::LinkModel link{job.model.alphaS, job.model.betaSPerByte, 0, 0};
+      double t = 0;
+      REQUIRE(sim::allgatherTime(c.algo, job.config, P, job.count, 0, false, link, &t).ok());
+      CHECK(res.timeS == Approx(t).epsilon(1e-6));
+      if (P == 4) timeAt4[std::string(c.algo) + std::to_string(c.params.size())] = res.timeS;
+    }
+  // bf16 halves fp32, int8 with a scale per 2048 about quarters it, int4 an eighth.
+  CHECK(timeAt4["cast0"] < 0.51 * timeAt4["dense0"]);
+  CHECK(timeAt4["blockq0"] < 0.26 * timeAt4["dense0"]);
+  CHECK(timeAt4["blockq2"] < 0.14 * timeAt4["dense0"]);
+
+  // Hierarchical: 4 hosts x 4 ranks, 1 Gbit/s between hosts, 1600 inside.
+  sim::SimJob job = smallJob("blockq", 16, 16 * 20000);
+  job.coll = algo::Collective::AllGather;
+  job.model.intraBetaSPerByte = 8.0 / 1600e9;
+  job.model.intraAlphaS = 2e-6;
+  job.ranksPerHost = 4;
+  sim::SimResult flat, host;
+  REQUIRE(sim::runSim(job, &flat).ok());
+  job.hierarchical = true;
+  REQUIRE(sim::runSim(job, &host).ok());
+  sim::VolumeBound b;
+  REQUIRE(sim::allgatherVolume("blockq", job.config, 16, job.count, 4, true, &b).ok());
+  uint64_t inter = 0;
+  REQUIRE(algo::allgather::wireBytes("blockq", job.config, 4 * 20000, DataType::Float32, 4,
+                                     &inter).ok());
+  CHECK(host.sentMax == b.hi);
+  CHECK(host.interHostMax == double(inter));  // (H-1) payloads
+  CHECK(host.interHostMean == Approx(double(inter)).epsilon(1e-12));
+  CHECK(host.msgsMax == 3 + 3);
+  const sim::LinkModel link{job.model.alphaS, job.model.betaSPerByte, job.model.intraAlphaS,
+                            job.model.intraBetaSPerByte};
+  double t = 0;
+  REQUIRE(sim::allgatherTime("blockq", job.config, 16, job.count, 4, true, link, &t).ok());
+  INFO("time flat " << flat.timeS << ", host " << host.timeS << ", formula " << t);
+  CHECK(host.timeS == Approx(t).epsilon(0.02));
+  CHECK(host.timeS < flat.timeS / 2);
 }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "algorithms/allgather/allgather.h"
+
 namespace gradcomp::sim {
 
 VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k) {
@@ -47,6 +49,47 @@ VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k) {
          "[2(k/P)(P-1)/P, 2k(P-1)/P] words + index exchange"};
   }
   return b;
+}
+
+namespace {
+
+// payload(m) and the host shape; flat: H = P, L = 1.
+Status allgatherShape(const std::string& algo, const param::Overrides& config, int P, size_t n,
+                      int ranksPerHost, bool hierarchical, double* payload, int* H, int* L) {
+  GC_REQUIRE(P > 0 && (!hierarchical || (ranksPerHost > 0 && P % ranksPerHost == 0)),
+             Err::InvalidArgument, "allgather formula: %d ranks, %d per host", P, ranksPerHost);
+  *L = hierarchical ? ranksPerHost : 1;
+  *H = P / *L;
+  uint64_t one = 0;  // a 2-rank flat allgather sends exactly one payload
+  GC_CHECK(algo::allgather::wireBytes(algo, config, 2 * (n / size_t(P)), DataType::Float32, 2,
+                                      &one));
+  *payload = double(one);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status allgatherVolume(const std::string& algo, const param::Overrides& config, int P, size_t n,
+                       int ranksPerHost, bool hierarchical, VolumeBound* out) {
+  double payload = 0;
+  int H = 0, L = 0;
+  GC_CHECK(allgatherShape(algo, config, P, n, ranksPerHost, hierarchical, &payload, &H, &L));
+  const double m = double(n / size_t(P));
+  const double bytes = (H - 1) * payload + double(L - 1) * H * m * 4;
+  *out = {true, bytes, bytes, 0,
+          hierarchical ? "(H-1) payload(n/P) + (L-1) H (n/P) 4" : "(P-1) payload(n/P)"};
+  return Status::Ok();
+}
+
+Status allgatherTime(const std::string& algo, const param::Overrides& config, int P, size_t n,
+                     int ranksPerHost, bool hierarchical, const LinkModel& link, double* seconds) {
+  double payload = 0;
+  int H = 0, L = 0;
+  GC_CHECK(allgatherShape(algo, config, P, n, ranksPerHost, hierarchical, &payload, &H, &L));
+  const double m = double(n / size_t(P));
+  *seconds = (H - 1) * (link.alphaS + link.betaSPerByte * payload);
+  if (L > 1) *seconds += link.intraAlphaS + (L - 1) * link.intraBetaSPerByte * H * m * 4;
+  return Status::Ok();
 }
 
 }  // namespace gradcomp::sim

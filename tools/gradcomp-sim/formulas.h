@@ -25,6 +25,9 @@
 #include <cstddef>
 #include <string>
 
+#include "common/param.h"
+#include "common/status.h"
+
 namespace gradcomp::sim {
 
 struct VolumeBound {
@@ -35,5 +38,25 @@ struct VolumeBound {
 };
 
 VolumeBound tableVolume(const std::string& algo, int P, size_t n, size_t k);
+
+// An allgather's (GRADCOMP_AG_ALGO's schedules, algorithms/allgather/
+// allgather.h) bytes one rank sends, exact (lo = hi, no framing), n = the
+// whole output (fp32), m = n/P, payload(m) the codec's bytes for a shard:
+//   flat          (P-1) payload(m)
+//   hierarchical  (H-1) payload(m) between hosts + (L-1) H m 4 inside a host
+//                 (H = P/L hosts of L = ranksPerHost ranks)
+// On the alpha-beta clock (compute free) the flat ring takes P-1 steps of
+// alpha + beta payload(m): each step waits for the previous one's arrival.
+// allgatherTime gives that time, or for the hierarchical form the rail's
+// ring (H-1 steps between hosts) plus the host exchange: every rank's L-1
+// messages of H m 4 bytes, which its NIC and each receiver's take one at a
+// time: intraAlpha + (L-1) intraBeta H m 4.
+struct LinkModel {
+  double alphaS = 0, betaSPerByte = 0, intraAlphaS = 0, intraBetaSPerByte = 0;
+};
+Status allgatherVolume(const std::string& algo, const param::Overrides& config, int P, size_t n,
+                       int ranksPerHost, bool hierarchical, VolumeBound* out);
+Status allgatherTime(const std::string& algo, const param::Overrides& config, int P, size_t n,
+                     int ranksPerHost, bool hierarchical, const LinkModel& link, double* seconds);
 
 }  // namespace gradcomp::sim

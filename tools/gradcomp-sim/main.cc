@@ -64,7 +64,7 @@ const char* kUsage =
     "  [--gpu-model staged,resident,persistent|all] [--gpu-hbm-gbs B] [--gpu-pcie-gbs B]\n"
     "  [--gpu-mapped-gbs B] [--gpu-host-gbs B] [--gpu-launch-us T] [--gpu-sync-us T]\n"
     "  [--gpu-flag-us T] [--gpu-step-us T] [--gpu-select-passes K] [--gpu-kbench FILE]\n"
-    "  [--auto-check N,N...] [--coll allreduce|reducescatter]\n"
+    "  [--auto-check N,N...] [--coll allreduce|reducescatter|allgather]\n"
     "\n"
     "DESCRIPTION\n"
     "  Runs the real schedules of every rank as threads over a simulated transport and\n"
@@ -100,6 +100,10 @@ const char* kUsage =
     "count, rounded down to a multiple of the ranks, is the whole input; --hierarchy\n"
     "host too: dense inside hosts on portions, the form across hosts on each rail;\n"
     "table_hi is the allreduce's bound, so 0 here).\n"
+    "--coll allgather: the allgather schedules (default dense,cast,blockq; --param\n"
+    "BITS=4, AG_BLOCK=N, AG_CAST=fp8), count the whole output (a multiple of the\n"
+    "ranks); table_hi is the exact bytes a rank sends, (P-1) payload(count/P), or\n"
+    "with --hierarchy host (H-1) payload(count/P) + (L-1) H (count/P) 4 (formulas.h).\n"
     "-h, --help: this help.\n"
     "\n"
     "EXIT STATUS\n"
@@ -174,16 +178,7 @@ Status parseFlags(int argc, char** argv, Flags* f) {
     double d = 0;
     uint64_t u = 0;
     if (flag == "--algos") {
-      f->algos.clear();
-      if (v == "all") {
-        for (const algo::AlgorithmInfo* a : algo::listAlgorithms()) f->algos.push_back(a->name);
-      } else {
-        f->algos = split(v, ',');
-      }
-      for (const std::string& a : f->algos)
-        GC_REQUIRE(algo::findAlgorithm(a), Err::InvalidArgument,
-                   "--algos: unknown algorithm '%s': expected one of %s", a.c_str(),
-                   algo::algorithmNames().c_str());
+      f->algos = split(v, ',');  // checked below, against --coll's registry
     } else if (flag == "--ranks") {
       GC_CHECK(parseRanks(v, &f->ranks));
     } else if (flag == "--count") {
@@ -256,15 +251,33 @@ Status parseFlags(int argc, char** argv, Flags* f) {
     } else if (flag == "--json") {
       f->jsonPath = v;
     } else if (flag == "--coll") {
-      GC_REQUIRE(v == "allreduce" || v == "reducescatter", Err::InvalidArgument,
-                 "--coll '%s': expected allreduce or reducescatter", v.c_str());
+      GC_REQUIRE(v == "allreduce" || v == "reducescatter" || v == "allgather",
+                 Err::InvalidArgument, "--coll '%s': expected allreduce, reducescatter or "
+                 "allgather", v.c_str());
       f->job.coll = v == "reducescatter" ? algo::Collective::ReduceScatter
+                    : v == "allgather"   ? algo::Collective::AllGather
                                          : algo::Collective::AllReduce;
     } else {
       return makeStatus(Err::InvalidArgument, "unknown flag '%s'\n%s", flag.c_str(), kUsage);
     }
   }
-  if (f->algos.empty()) f->algos = {"dense", "topka", "oktopk"};
+  const bool ag = f->job.coll == algo::Collective::AllGather;
+  if (f->algos.empty())
+    f->algos = ag ? std::vector<std::string>{"dense", "cast", "blockq"}
+                  : std::vector<std::string>{"dense", "topka", "oktopk"};
+  if (f->algos == std::vector<std::string>{"all"}) {
+    f->algos.clear();
+    for (const algo::AlgorithmInfo* a :
+         ag ? algo::listAllgatherAlgorithms() : algo::listAlgorithms())
+      f->algos.push_back(a->name);
+  }
+  for (const std::string& a : f->algos)
+    GC_REQUIRE(ag ? algo::findAllgatherAlgorithm(a) : algo::findAlgorithm(a),
+               Err::InvalidArgument, "--algos: unknown %salgorithm '%s': expected one of %s",
+               ag ? "allgather " : "", a.c_str(),
+               (ag ? algo::allgatherNames() : algo::algorithmNames()).c_str());
+  GC_REQUIRE(!ag || (!f->gpu && f->autoCounts.empty()), Err::InvalidArgument,
+             "--coll allgather: not with --gpu-model or --auto-check (allreduce models)");
   GC_REQUIRE(f->ranksPerHost > 0 || f->hierarchies == std::vector<std::string>{"flat"},
              Err::InvalidArgument, "--hierarchy host needs --ranks-per-host");
   GC_REQUIRE(f->gpu || f->gbps.size() == 1, Err::InvalidArgument,
@@ -390,10 +403,22 @@ int run(int argc, char** argv) {
     for (int P : f.ranks)
     for (const std::string& sched : f.hierarchies) {
       const bool rs = f.job.coll == algo::Collective::ReduceScatter;
+      const bool ag = f.job.coll == algo::Collective::AllGather;
       Row w{a, P, countFor(f, a, P, density), 0, {}, {}, sched};
-      if (rs) w.count -= w.count % size_t(P);
+      if (rs || ag) w.count -= w.count % size_t(P);
       w.k = std::max<size_t>(1, size_t(std::floor(density * double(w.count))));
-      if (!rs) w.table = tableVolume(a, P, w.count, w.k);
+      if (ag) {
+        s = allgatherVolume(a, f.job.config, P, w.count, f.ranksPerHost, sched == "host",
+                            &w.table);
+        if (!s.ok()) {
+          std::fprintf(stderr, "gradcomp-sim: %s at P=%d: %s\n", a.c_str(), P,
+                       s.toString().c_str());
+          ++failures;
+          continue;
+        }
+      } else if (!rs) {
+        w.table = tableVolume(a, P, w.count, w.k);
+      }
       SimJob job = f.job;
       job.algo = a;
       job.ranks = P;

@@ -61,6 +61,7 @@ Status runRank(const RankTask& t) {
   GC_CHECK(algo::ErrorFeedbackStore::create(job.config, &ef));
   std::vector<float> in(job.count), out(job.count);
   const bench::InputSpec spec{job.input, job.seed, job.ranks};
+  // An allgather's shard: the first count / P elements of the rank's input.
   for (int c = 0; c < job.warmup + job.iters; ++c) {
     GC_CHECK(bench::fillInput(spec, rank, uint64_t(c), DataType::Float32, in.data(), job.count));
     algo::Context ctx{*t.net, dev, job.config, uint64_t(c)};
@@ -115,9 +116,14 @@ Status simulatedJob(SimJob* job) {
 Status runSim(const SimJob& requested, SimResult* out) {
   SimJob job = requested;
   GC_CHECK(simulatedJob(&job));
-  const algo::AlgorithmInfo* info = algo::findAlgorithm(job.algo);
-  GC_REQUIRE(info, Err::InvalidArgument, "unknown algorithm '%s': expected one of %s",
-             job.algo.c_str(), algo::algorithmNames().c_str());
+  const bool ag = job.coll == algo::Collective::AllGather;
+  const algo::AlgorithmInfo* info =
+      ag ? algo::findAllgatherAlgorithm(job.algo) : algo::findAlgorithm(job.algo);
+  GC_REQUIRE(info, Err::InvalidArgument, "unknown %salgorithm '%s': expected one of %s",
+             ag ? "allgather " : "", job.algo.c_str(),
+             (ag ? algo::allgatherNames() : algo::algorithmNames()).c_str());
+  GC_REQUIRE(!ag || !job.gpu.enabled, Err::InvalidArgument,
+             "allgather: the GPU model prices allreduce primitives only");
   GC_REQUIRE(job.ranks >= 1 && job.ranks <= (1 << 20), Err::InvalidArgument,
              "ranks %d outside 1..1048576", job.ranks);
   GC_REQUIRE(job.iters >= 1 && job.warmup >= 0, Err::InvalidArgument,

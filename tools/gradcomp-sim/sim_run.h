@@ -33,7 +33,9 @@ namespace gradcomp::sim {
 
 struct SimJob {
   std::string algo = "dense";
-  algo::Collective coll = algo::Collective::AllReduce;  // reduce-scatter: count % ranks == 0
+  // Reduce-scatter and allgather: count % ranks == 0 (the checked layout,
+  // algorithm.h); an allgather's algo is from the allgather registry.
+  algo::Collective coll = algo::Collective::AllReduce;
   int ranks = 4;
   size_t count = 1 << 20;       // float32 elements per rank
   param::Overrides config;      // algorithm parameters (density, bits, ...)
