@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "device/cpu/quant_primitives.h"
 
@@ -37,6 +38,86 @@ int getCode(const uint8_t* codes, size_t i, int bits, bool fp8) {
   return nib >= 8 ? nib - 16 : nib;  // two's complement in 4 bits
 }
 
+// Fast paths for the common block: integer codes, every value finite (an
+// unflagged scale s > 0). They compute what blockqEncodeOne/DecodeOne do,
+// bit for bit, in loops without branches that the compiler vectorizes:
+// (v + 1.5 * 2^23) - 1.5 * 2^23 is rint(v) (ties to even, the default
+// rounding mode) for |v| < 2^22, and |x / s| stays near Q (at most about
+// 2 Q where s is subnormal); larger values clamp to the same limit either
+// way. 4-bit blocks take it only where they start on a byte.
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23
+
+// The block's largest finite |x|; returns whether any x is not finite.
+// Works on the bit patterns: non-negative floats order as their bits do, and
+// |x| is finite below 0x7f800000. An integer max reduction vectorizes, a
+// float one does not.
+bool scanBlock(const float* x, size_t n, float* maxAbs) {
+  uint32_t maxBits = 0, nonFinite = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    bits &= 0x7fffffffu;
+    const uint32_t finite = uint32_t(bits < 0x7f800000u);
+    nonFinite |= finite ^ 1u;
+    maxBits = std::max(maxBits, bits & (0u - finite));  // 0 stands in for non-finite values
+  }
+  std::memcpy(maxAbs, &maxBits, 4);
+  return nonFinite != 0;
+}
+
+bool fastBlock(const BlockQuantSpec& spec, size_t lo) {
+  return !spec.fp8 && (spec.bits == 8 || lo % 2 == 0);
+}
+
+void encodeFinite(const float* src, size_t lo, size_t hi, float s, int bits, uint8_t* codes) {
+  const float lim = float(blockqMaxCode(bits));
+  auto code = [&](float x) {
+    float v = (x / s + kRoundMagic) - kRoundMagic;
+    v = v > lim ? lim : v;
+    v = v < -lim ? -lim : v;
+    return int(v);
+  };
+  if (bits == 8) {
+    for (size_t i = lo; i < hi; ++i) codes[i] = uint8_t(code(src[i]) & 0xFF);
+    return;
+  }
+  const size_t pairs = (hi - lo) / 2;  // lo is even: byte lo / 2 + j holds lo + 2j, lo + 2j + 1
+  uint8_t* bytes = codes + lo / 2;
+  const float* x = src + lo;
+  for (size_t j = 0; j < pairs; ++j)
+    bytes[j] = uint8_t((code(x[2 * j]) & 0xF) | ((code(x[2 * j + 1]) & 0xF) << 4));
+  if (lo + 2 * pairs < hi) bytes[pairs] = uint8_t(code(x[2 * pairs]) & 0xF);
+}
+
+// Returns false where a code is -(Q+1), which only a flagged block may hold.
+bool decodeUnflagged(const uint8_t* codes, size_t lo, size_t hi, float s, int bits, float* dst) {
+  int lowest = 0;
+  if (bits == 8) {
+    for (size_t i = lo; i < hi; ++i) {
+      const int c = int(int8_t(codes[i]));
+      lowest = c < lowest ? c : lowest;
+      dst[i] = float(c) * s;
+    }
+    return lowest > -128;
+  }
+  const size_t pairs = (hi - lo) / 2;  // lo is even, as in encodeFinite
+  const uint8_t* bytes = codes + lo / 2;
+  float* y = dst + lo;
+  for (size_t j = 0; j < pairs; ++j) {
+    const int c0 = int(int8_t(uint8_t(bytes[j] << 4))) >> 4, c1 = int(int8_t(bytes[j])) >> 4;
+    lowest = c0 < lowest ? c0 : lowest;
+    lowest = c1 < lowest ? c1 : lowest;
+    y[2 * j] = float(c0) * s;
+    y[2 * j + 1] = float(c1) * s;
+  }
+  if (lo + 2 * pairs < hi) {
+    const int c = int(int8_t(uint8_t(bytes[pairs] << 4))) >> 4;
+    lowest = c < lowest ? c : lowest;
+    y[2 * pairs] = float(c) * s;
+  }
+  return lowest > -8;
+}
+
 }  // namespace
 
 Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec, uint8_t* out) {
@@ -45,17 +126,14 @@ Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec, uint
   uint8_t* codes = out + 4 * blocks;
   for (size_t b = 0; b < blocks; ++b) {
     const size_t lo = b * spec.block, hi = std::min(n, lo + spec.block);
-    float maxAbs = 0.0f;
-    bool nonFinite = false;
-    for (size_t i = lo; i < hi; ++i) {
-      const float a = std::fabs(src[i]);
-      if (!std::isfinite(a))
-        nonFinite = true;
-      else if (a > maxAbs)
-        maxAbs = a;
-    }
+    float maxAbs;
+    const bool nonFinite = scanBlock(src + lo, hi - lo, &maxAbs);
     const float scale = blockqScale(maxAbs, nonFinite, spec);
     std::memcpy(out + 4 * b, &scale, 4);
+    if (!nonFinite && scale > 0.0f && fastBlock(spec, lo)) {
+      encodeFinite(src, lo, hi, scale, spec.bits, codes);
+      continue;
+    }
     for (size_t i = lo; i < hi; ++i) putCode(codes, i, blockqEncodeOne(src[i], scale, spec),
                                              spec.bits);
   }
@@ -76,8 +154,11 @@ Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, flo
                "blockqDecode: block %zu from rank %d has a non-finite scale", b, source);
     const size_t lo = b * spec.block, hi = std::min(n, lo + spec.block);
     bool ok = true;
-    for (size_t i = lo; i < hi; ++i)
-      dst[i] = blockqDecodeOne(getCode(codes, i, spec.bits, spec.fp8), scale, spec, &ok);
+    if (scale > 0.0f && fastBlock(spec, lo))
+      ok = decodeUnflagged(codes, lo, hi, scale, spec.bits, dst);
+    else
+      for (size_t i = lo; i < hi; ++i)
+        dst[i] = blockqDecodeOne(getCode(codes, i, spec.bits, spec.fp8), scale, spec, &ok);
     GC_REQUIRE(ok, Err::RemoteError,
                "blockqDecode: block %zu from rank %d holds a code reserved for non-finite "
                "values without its flag", b, source);
