@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi-run.sh ALGO [mpi_allreduce_bench args...]: runs the Open MPI baseline
 # across the lab (call it under netlab.sh, which exports NETLAB_*). ALGO is
-# `ring` (coll_tuned_allreduce_algorithm 4, forced through dynamic rules),
+# `ring` (coll_tuned_allreduce_algorithm 4 and, for -g (MPI_Allgather),
+# coll_tuned_allgather_algorithm 4, forced through dynamic rules),
 # `default` (Open MPI's own choice for the size and P), or for -r
 # (MPI_Reduce_scatter_block) `halving` / `butterfly`
 # (coll_tuned_reduce_scatter_block_algorithm 3 / 4). One rank per host, TCP
@@ -10,11 +11,12 @@
 # $NETLAB_MPI_BUILD (default /tmp/netlab-mpi-$UID).
 set -euo pipefail
 : "${NETLAB_PREFIX:?mpi-run.sh runs under netlab.sh (NETLAB_PREFIX is unset)}"
-algo=${1:?usage: mpi-run.sh ring|default|halving|butterfly [-n ITERS] [-w WARMUP] [-r] SIZE...}
+algo=${1:?usage: mpi-run.sh ring|default|halving|butterfly [-n ITERS] [-w WARMUP] [-r|-g] SIZE...}
 shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 case $algo in
-  ring) rules=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4) ;;
+  ring) rules=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+              --mca coll_tuned_allgather_algorithm 4) ;;
   default) rules=() ;;
   halving|butterfly)
     rules=(--mca coll_tuned_use_dynamic_rules 1

@@ -14,6 +14,11 @@
  * blocks; "count" is the block (recvcount) and the JSON gains
  * "coll": "reducescatter"; "wrong" checks each rank's block.
  *
+ * -g times MPI_Allgather instead (the baseline of gradcomp-bench --coll
+ * allgather): SIZE is the whole output, rounded down to P equal blocks; rank r
+ * sends a block of r+1, so output block j must hold j+1; "count" is the block
+ * (sendcount) and the JSON gains "coll": "allgather".
+ *
  * Which algorithm Open MPI uses comes from mpirun's MCA parameters (e.g.
  * coll_tuned_use_dynamic_rules 1 + coll_tuned_allreduce_algorithm 4 = ring);
  * the program does not choose. Build: mpicc -O2 -o mpi_allreduce_bench
@@ -46,13 +51,16 @@ static int parse_count(const char* flag, const char* text, int lo, int hi, int* 
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank = 0, nranks = 1, iters = 5, warmup = 1, first = 1, scatter = 0;
+  int rank = 0, nranks = 1, iters = 5, warmup = 1, first = 1, scatter = 0, gather = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   for (; first + 1 < argc; first += 2) {
     if (!strcmp(argv[first], "-r")) {
       scatter = 1;
       --first;  /* no value */
+    } else if (!strcmp(argv[first], "-g")) {
+      gather = 1;
+      --first;
     } else if (!strcmp(argv[first], "-n")) {
       if (!parse_count("-n", argv[first + 1], 1, 100000, &iters)) MPI_Abort(MPI_COMM_WORLD, 2);
     } else if (!strcmp(argv[first], "-w")) {
@@ -62,7 +70,7 @@ int main(int argc, char** argv) {
     }
   }
   if (first >= argc) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_allreduce_bench [-n ITERS] [-w WARMUP] SIZE...\n");
+    if (rank == 0) fprintf(stderr, "usage: mpi_allreduce_bench [-n ITERS] [-w WARMUP] [-r|-g] SIZE...\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   for (int a = first; a < argc; ++a) {
@@ -74,19 +82,28 @@ int main(int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const int block = (int)(bytes / sizeof(float)) / nranks;
-    const int count = scatter ? block * nranks : (int)(bytes / sizeof(float));
-    float* buf = malloc((size_t)count * sizeof(float));
-    float* out = scatter ? malloc((size_t)block * sizeof(float) + 1) : buf;
+    if (scatter && gather) {
+      if (rank == 0) fprintf(stderr, "mpi_allreduce_bench: -r and -g exclude each other\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const int count = scatter || gather ? block * nranks : (int)(bytes / sizeof(float));
+    /* allgather: buf is the send block, out the whole output */
+    float* buf = malloc((size_t)(gather ? block : count) * sizeof(float) + 1);
+    float* out = scatter ? malloc((size_t)block * sizeof(float) + 1)
+                 : gather ? malloc((size_t)count * sizeof(float)) : buf;
     if (!buf || !out) {
       fprintf(stderr, "mpi_allreduce_bench: rank %d cannot allocate %lld bytes\n", rank, bytes);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     double elapsed = 0;
     for (int it = 0; it < warmup + iters; ++it) {
-      for (int i = 0; i < count; ++i) buf[i] = (float)(rank + 1);  /* refill: in place */
+      for (int i = 0; i < (gather ? block : count); ++i) buf[i] = (float)(rank + 1);  /* refill: in place */
+      if (gather) memset(out, 0, (size_t)count * sizeof(float));
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
-      if (scatter)
+      if (gather)
+        MPI_Allgather(buf, block, MPI_FLOAT, out, block, MPI_FLOAT, MPI_COMM_WORLD);
+      else if (scatter)
         MPI_Reduce_scatter_block(buf, out, block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else
         MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -94,15 +111,18 @@ int main(int argc, char** argv) {
     }
     const float expect = (float)nranks * (float)(nranks + 1) / 2.0f;
     long long wrong = 0, wrongAll = 0;
-    for (int i = 0; i < (scatter ? block : count); ++i) wrong += out[i] != expect;
+    if (gather)
+      for (int i = 0; i < count; ++i) wrong += out[i] != (float)(i / block + 1);
+    else
+      for (int i = 0; i < (scatter ? block : count); ++i) wrong += out[i] != expect;
     double meanUs = elapsed / iters * 1e6, maxUs = 0;
     MPI_Reduce(&meanUs, &maxUs, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&wrong, &wrongAll, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
       printf("{\"impl\": \"mpi\", %s\"ranks\": %d, \"size_bytes\": %lld, \"count\": %d, "
              "\"iters\": %d, \"time_us\": %.3f, \"wrong\": %lld}\n",
-             scatter ? "\"coll\": \"reducescatter\", " : "", nranks, (long long)count * 4,
-             scatter ? block : count, iters, maxUs, wrongAll);
+             scatter ? "\"coll\": \"reducescatter\", " : gather ? "\"coll\": \"allgather\", " : "",
+             nranks, (long long)count * 4, scatter || gather ? block : count, iters, maxUs, wrongAll);
       fflush(stdout);
     }
     if (out != buf) free(out);
