@@ -9,8 +9,11 @@ through ctypes) with the configuration the NCCL interposer reads: defaults,
 the admin file (GRADCOMP_CONFIG, else /etc/gradcomp.conf), GRADCOMP_*
 variables (GRADCOMP_ALGO, GRADCOMP_MIN_BYTES, the algorithms' parameters),
 decided per bucket by the library (gcCommPolicyConfig), compared across ranks
-at the first bucket. GradcompState(algo=..., params=...) overrides the
-algorithm and its parameters for this hook instead.
+by GradcompState(). GradcompState(algo=..., params=...) overrides the
+algorithm and its parameters for this hook instead (compared across ranks
+through the store). With GRADCOMP_STATS=PREFIX each process writes
+PREFIX.hook.rank<R>.json, the interposer's stats format (gradcomp.stats), which
+gradcomp-launch summarizes.
 
 The ranks meet through the process group's own store (torchrun's, or the
 store of init_process_group; state's `store` argument for another): rank 0
@@ -33,11 +36,13 @@ import itertools
 import logging
 import os
 import socket
+import time
 
 import torch
 import torch.distributed as dist
 
 from gradcomp import capi
+from gradcomp import stats as _stats
 from gradcomp.capi import GradcompError
 
 __all__ = ["GradcompState", "allreduce_hook", "GradcompError"]
@@ -103,19 +108,58 @@ class GradcompState:
             except Exception as e:  # noqa: BLE001  (the message names the cause)
                 raise GradcompError(1, "gradcomp.torch: the process group has no store to meet "
                                        "through (%s); pass GradcompState(store=...)" % e) from e
+            if store is None:  # an MPI process group keeps none
+                raise GradcompError(1, "gradcomp.torch: the process group (backend %s) has no store "
+                                       "to meet through; pass GradcompState(store=...), e.g. a "
+                                       "torch.distributed.TCPStore or FileStore every rank reaches"
+                                       % dist.get_backend(process_group))
         leader = _leader(process_group)
         key = "gradcomp/hook/%d/%d" % (leader, _states.setdefault(leader, itertools.count()).__next__())
         self._store = dist.PrefixStore(key, store)
-        self.comm = self._rendezvous(host or _default_host())
         self.algo = algo
+        self.dense_steps = int(dense_steps)
+        self._agree(algo, params)
+        start = time.perf_counter()
+        self.comm = self._rendezvous(host or _default_host())
         self._fixed = capi.AlgoConfig(algo, params) if algo else None
+        if self._fixed is None:  # the library compares the configuration across ranks (collective)
+            self.comm.policy_config(0, capi.FLOAT32, capi.AVG)
+        self._record = _stats.CommStats(self.rank, self.size, dist.get_rank())
+        self._record.wiring_seconds = time.perf_counter() - start
         self._decisions = {}  # (count, dtype) -> (AlgoConfig or None, why)
         self._logged = set()
-        self.dense_steps = int(dense_steps)
         self.step = 0  # DDP steps seen (a bucket with is_last() ends one)
         self.stats = {"calls": 0, "compressed_calls": 0, "compressed_bytes": 0,
                       "passthrough_calls": 0, "passthrough_bytes": 0, "passthrough": {},
                       "algorithms": {}}
+
+    def _agree(self, algo, params):
+        """Every rank's algo, params and dense_steps must be equal (a rank that
+        compresses a bucket that another passes to gloo would wait for it until a
+        timeout): compared through the store before any communicator exists, the
+        same verdict on every rank, in the words of the library's configuration
+        check (key 'K' is 'A' on rank 0 but 'B' on rank R)."""
+        mine = {"algo": algo or "(the configuration's, per bucket)", "dense_steps": str(self.dense_steps)}
+        mine.update(("params." + str(k), str(v)) for k, v in (params or {}).items())
+        text = "\n".join("%s=%s" % kv for kv in sorted(mine.items()))
+        keys = ["settings/%d" % r for r in range(self.size)]
+        self._store.set(keys[self.rank], text)
+        try:
+            self._store.wait(keys, datetime.timedelta(seconds=_timeout_s()))
+        except Exception as e:  # noqa: BLE001
+            raise GradcompError(5, "gradcomp.torch: rank %d waited %.0f s for every rank's GradcompState "
+                                   "in the store (a rank that makes none, or makes them in another "
+                                   "order): %s" % (self.rank, _timeout_s(), e)) from e
+        texts = [dict(line.split("=", 1) for line in self._store.get(k).decode().split("\n"))
+                 for k in keys]
+        for r, other in enumerate(texts[1:], 1):
+            for k in sorted(set(texts[0]) | set(other)):
+                a, b = texts[0].get(k, "<unset>"), other.get(k, "<unset>")
+                if a != b:
+                    raise GradcompError(2, "gradcomp.torch: GradcompState differs across ranks: key "
+                                           "'%s' is '%s' on rank 0 but '%s' on rank %d (every rank "
+                                           "must pass the same algo, params and dense_steps)"
+                                        % (k, a, b, r))
 
     def _rendezvous(self, host):
         timeout = datetime.timedelta(seconds=_timeout_s())
@@ -157,6 +201,7 @@ class GradcompState:
 
     def _passthrough(self, tensor, why):
         self._log_once(why, "buckets pass through to the process group's allreduce: %s", why)
+        self._record.passed(tensor.numel() * tensor.element_size(), why)
         self.stats["passthrough_calls"] += 1
         self.stats["passthrough_bytes"] += tensor.numel() * tensor.element_size()
         self.stats["passthrough"][why] = self.stats["passthrough"].get(why, 0) + 1
@@ -176,8 +221,12 @@ class GradcompState:
         return self.comm.traffic()
 
     def close(self):
-        """Collective: releases the communicator (every rank, after the last step)."""
-        self.comm.destroy()
+        """Collective: releases the communicator (every rank, after the last step)
+        and writes the stats file (GRADCOMP_STATS)."""
+        try:
+            self.comm.destroy()
+        finally:
+            _stats.write()
 
 
 def allreduce_hook(state, bucket):
@@ -208,10 +257,19 @@ def allreduce_hook(state, bucket):
     # A key per bucket index and size: stable across steps (DDP rebuilds its
     # buckets once, after the first step), equal on every rank.
     key = ((bucket.index() + 1) << 40) ^ count
-    state.comm.allreduce(tensor.data_ptr(), count, dtype, capi.AVG, config, key)
+    sent, start = state.comm.traffic()["bytes_sent"], time.perf_counter()
+    try:
+        state.comm.allreduce(tensor.data_ptr(), count, dtype, capi.AVG, config, key)
+    except GradcompError as e:
+        state._record.failed = str(e)
+        _stats.write()
+        raise
+    seconds = time.perf_counter() - start
     state.stats["compressed_calls"] += 1
     state.stats["compressed_bytes"] += count * tensor.element_size()
     ran = state.comm.last_algorithm()
+    state._record.compressed(key, count, count * tensor.element_size(),
+                             state.comm.traffic()["bytes_sent"] - sent, seconds, ran)
     state.stats["algorithms"][ran] = state.stats["algorithms"].get(ran, 0) + 1
     fut = torch.futures.Future()
     fut.set_result(tensor)
