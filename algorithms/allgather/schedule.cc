@@ -4,9 +4,11 @@
 // Data path: the owner encodes its shard into its slot of a host buffer of P
 // payloads (one primitive, one sync), then P-1 ring steps: at step s rank r
 // sends slot (r - s) mod P to r+1 and receives slot (r - s - 1) mod P from
-// r-1 into that slot, and decodes it into recvBuf while the next step is on
-// the wire (decodes read host memory; the sync before each send covers
-// nothing they write). Its own slot is decoded like the others.
+// r-1 into that slot. Step s+1 is posted as soon as step s completes (it
+// forwards the slot just received), then that slot is decoded into recvBuf
+// while step s+1 is on the wire: decodes only read the slots, and each step
+// receives into a slot no decode has read yet. Its own slot is decoded like
+// the others.
 #include <string>
 #include <vector>
 
@@ -40,13 +42,19 @@ class RingAllgather final : public Algorithm {
     GC_CHECK(codec->encode(dev, args.sendBuf, m, args.dtype, slot(r)));
     GC_CHECK(dev.sync());  // the payload is sent from host memory
     const int right = mod(r + 1, P), left = mod(r - 1, P);
-    for (int s = 0; s < P - 1; ++s) {
-      const int outSlot = mod(r - s, P), inSlot = mod(r - s - 1, P);
-      shared::RequestSet req(net, "allgather");
+    shared::RequestSet req(net, "allgather");
+    auto post = [&](int s) -> Status {  // ring step s: slot r-s out, slot r-s-1 in
       const uint64_t tag = transport::makeTag(ctx.callSeq, uint64_t(s));
-      GC_CHECK(req.irecv(left, tag, slot(inSlot), bytes));
-      GC_CHECK(req.isend(right, tag, slot(outSlot), bytes));
+      GC_CHECK(req.irecv(left, tag, slot(mod(r - s - 1, P)), bytes));
+      return req.isend(right, tag, slot(mod(r - s, P)), bytes);
+    };
+    GC_CHECK(post(0));
+    for (int s = 0; s < P - 1; ++s) {
       GC_CHECK(req.waitAll());
+      // The next step forwards the slot just received and fills another, so
+      // it goes on the wire before this decode (which only reads the slot).
+      if (s + 1 < P - 1) GC_CHECK(post(s + 1));
+      const int inSlot = mod(r - s - 1, P);
       GC_CHECK(codec->decode(dev, slot(inSlot), m, args.dtype, out + size_t(inSlot) * m * esz,
                              inSlot));
     }
