@@ -215,6 +215,12 @@ TEST_CASE("gradcomp-train: bad flags exit 2 naming the flag", "[train]") {
       {"--sharded --algo wagma", "no reduce-scatter form"},
       {"--sharded --average weights", "--average grads"},
       {"--sharded --momentum 0 --momentum-correction on", "--momentum-correction"},
+      {"--ag-algo blockq", "--sharded"},
+      {"--sharded --ag-algo nosuch", "blockq"},
+      {"--sharded --ag-algo blockq --ag-bits x", "--ag-bits"},
+      {"--sharded --ag-algo blockq --ag-cast fp8", "--ag-cast"},  // cast's, not blockq's
+      {"--sharded --ag-param AG_BLOCK=64", "--ag-algo"},
+      {"--sharded --algo oktopk --ag-algo blockq", "--momentum-correction off"},
   };
   for (const auto& [args, mention] : cases) {
     const Result r = runTrain(args, 30);
@@ -278,4 +284,56 @@ TEST_CASE("gradcomp-train --sharded: ZeRO-2 with dense matches the allreduce run
   REQUIRE(sparse.size() == 2);
   CHECK(std::fabs(sparse.back().at("test_acc") - runs["sharded"].back().at("test_acc")) <= 0.05);
   CHECK(sparse.back().at("wire_bytes") < 0.2 * runs["sharded"].back().at("wire_bytes"));
+}
+
+TEST_CASE("gradcomp-train --sharded --ag-algo: ZeRO-3 with a compressed parameter allgather",
+          "[train][mp]") {
+  // ZeRO-3 with the dense allgather applies exactly what ZeRO-2 does (the
+  // master shards are the parameters ZeRO-2 steps in place, and both gathers
+  // are exact): the same loss and accuracy to the printed digit. Its
+  // allgather sends (P-1)/P of each zero-padded bucket, as the dense
+  // reduce-scatter does: the same bytes.
+  const std::string common = "--ranks 3 --sharded --train-limit 3000 --test-limit 2000 "
+                             "--epochs 2 --bucket-mb 0.5 ";
+  std::map<std::string, std::vector<std::map<std::string, double>>> runs;
+  for (const char* ag : {"zero2", "dense", "int8", "int4"}) {
+    const std::string json = tempJson(ag);
+    const std::string mode = std::string(ag) == "zero2" ? ""
+                             : std::string(ag) == "dense" ? "--ag-algo dense "
+                             : std::string(ag) == "int8" ? "--ag-algo blockq --ag-bits 8 "
+                                                         : "--ag-algo blockq --ag-bits 4 ";
+    const Result r = runTrain(common + mode + "-J " + json);
+    INFO(ag << ": " << r.output);
+    REQUIRE(r.exitCode == 0);
+    runs[ag] = readEpochs(json);
+    std::remove(json.c_str());
+    REQUIRE(runs[ag].size() == 2);
+    if (!mode.empty()) CHECK(r.output.find("ZeRO-3 parameter allgather") != std::string::npos);
+  }
+  for (size_t e = 0; e < 2; ++e) {
+    INFO("epoch " << e + 1);
+    const auto &z2 = runs["zero2"][e], &d = runs["dense"][e], &q8 = runs["int8"][e];
+    CHECK(d.at("train_loss") == z2.at("train_loss"));
+    CHECK(d.at("test_acc") == z2.at("test_acc"));
+    CHECK(z2.at("ag_wire_bytes") == 0);  // ZeRO-2's exact gather is not counted
+    CHECK(d.at("ag_wire_bytes") == d.at("wire_bytes"));
+    // int8: a byte per element plus a 4-byte scale per 2048-element block
+    // (AG_BLOCK's default): dense's quarter plus at most 0.1% for the
+    // scales and the blocks the bucket shards leave partly filled.
+    const double ratio = q8.at("ag_wire_bytes") / d.at("ag_wire_bytes");
+    CHECK(ratio > 0.25);
+    CHECK(ratio < 0.251);
+    CHECK(q8.at("wire_bytes") == d.at("wire_bytes"));  // gradients: dense either way
+  }
+  // The master shards stay exact, so lossy gathers learn like dense (on this
+  // subset dense reaches about 80% after 2 epochs; int8's gap is noise-size).
+  // int4's step (a block's absmax / 7) is larger than most SGD updates:
+  // written back into the masters they are rounded away. Measured with that
+  // bug put in (docs/results/allgather.md): the loss stalls (1.77 -> 1.72)
+  // at 63.6%, where the real ZeRO-3 reaches 78.7%, 1.2 points under dense.
+  const double dense = runs["dense"].back().at("test_acc");
+  CHECK(dense > 0.60);  // chance is 0.10
+  CHECK(std::fabs(runs["int8"].back().at("test_acc") - dense) <= 0.03);
+  CHECK(std::fabs(runs["int4"].back().at("test_acc") - dense) <= 0.05);
+  CHECK(runs["int4"].back().at("train_loss") < 0.75 * runs["int4"].front().at("train_loss"));
 }
