@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -123,4 +124,55 @@ TEST_CASE("self-test: a stall on one rank ends the test within its limit + 2 s o
   constexpr double kLimitS = 3;
   requireAllZero(runJob("dense", "stall:2", kLimitS, "\"verdict\": \"rank 2: timeout:", kLimitS + 2,
                         false));
+}
+
+// GRADCOMP_AG_ALGO's allgather is one of the test's calls: it passes (and
+// the allgathers then run compressed, int4 codes within half a step), and
+// a wrong result injected on rank 1 names "blockq allgather" and passes the
+// communicator's allgathers through to NCCL, bit for bit, on every rank.
+TEST_CASE("self-test: GRADCOMP_AG_ALGO's allgather is tested against its reference",
+          "[selftest][mp][nccl][allgather]") {
+  for (const std::string inject : {"", "wrong:1"}) {
+    INFO("inject '" << inject << "'");
+    Job job;
+    const std::string stats = job.dir + "/stats";
+    std::map<std::string, std::string> env = {{"GRADCOMP_AG_ALGO", "blockq"},
+                                              {"GRADCOMP_BITS", "4"},
+                                              {"GRADCOMP_SELFTEST", "on"},
+                                              {"GRADCOMP_STATS", stats}};
+    if (!inject.empty()) env["GRADCOMP_SELFTEST_INJECT"] = inject;
+    const bool pass = inject.empty();
+    const auto exits = gradcomp::test::runRanks(P, [&](int rank) {
+      Api a = gradcomp::test::loadNcclApi();
+      ncclComm_t comm = nullptr;
+      CHILD_CHECK(a.initRank(&comm, P, job.id, rank) == ncclSuccess);
+      const size_t m = kCount / P;
+      std::vector<float> send(m), out(m * P, -1.0f);
+      for (size_t i = 0; i < m; ++i) send[i] = inputOf(rank, i);
+      // The first call runs the test (whose agreement is NCCL allgathers of its own).
+      CHILD_CHECK(a.allGather(send.data(), out.data(), m, ncclFloat32, comm, nullptr) ==
+                  ncclSuccess);
+      const int before = a.count("ncclAllGather");
+      CHILD_CHECK(a.allGather(send.data(), out.data(), m, ncclFloat32, comm, nullptr) ==
+                  ncclSuccess);
+      CHILD_CHECK(a.count("ncclAllGather") - before == (pass ? 0 : 1));
+      for (int r = 0; r < P; ++r)
+        for (size_t i = 0; i < m; i += 3) {
+          const float want = inputOf(r, i), got = out[size_t(r) * m + i];
+          // Inputs up to 96: an int4 step is 96 / 7.
+          CHILD_CHECK(pass ? std::fabs(got - want) <= 96.0f / 7 / 2 * 1.0001f : got == want);
+        }
+      CHILD_CHECK(a.destroy(comm) == ncclSuccess);
+      const std::string json =
+          gradcomp::test::readWholeFile(stats + ".rank" + std::to_string(rank) + ".json");
+      const std::string record = pass ? "\"selftest\": {\"passed\": true"
+                                      : "\"verdict\": \"rank 1: wrong: blockq allgather";
+      if (json.find(record) == std::string::npos) {
+        fprintf(stderr, "rank %d: stats lack '%s':\n%s\n", rank, record.c_str(), json.c_str());
+        return 1;
+      }
+      return 0;
+    }, job.env(env), 120);
+    REQUIRE(gradcomp::test::allSucceeded(exits));
+  }
 }
