@@ -63,6 +63,17 @@ Status ShardedStepper::start(float* params) {
   return Status::Ok();
 }
 
+Status ShardedStepper::gatherMasters(float* out) {
+  GC_REQUIRE(zero3_ && !master_.empty(), Err::Internal, "gatherMasters: not ZeRO-3, or before start()");
+  for (const Bucket& b : buckets_) {
+    const std::vector<float>& m = master_[&b - buckets_.data()];
+    gathered_.resize(m.size() * size_t(comm_.size()));
+    GC_CHECK(comm_.allGather(m.data(), m.size(), gathered_.data()));
+    std::copy(gathered_.begin(), gathered_.begin() + b.count, out + b.offset);
+  }
+  return Status::Ok();
+}
+
 Status ShardedStepper::step(const float* grads, float* params, float* velocity, float lr,
                             float momentum, bool momentumCorrection) {
   GC_REQUIRE(!zero3_ || !master_.empty(), Err::Internal, "ZeRO-3 step before start()");

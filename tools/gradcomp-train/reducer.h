@@ -138,6 +138,10 @@ class ShardedStepper {
   // on any rank's shard (what the allreduce path reads from its whole result).
   Status step(const float* grads, float* params, float* velocity, float lr, float momentum,
               bool momentumCorrection);
+  // Collective (ZeRO-3): out[0, n) = the master shards gathered exactly
+  // (Collective::allGather, not counted): the fp32 model a checkpoint of the
+  // shards holds, as opposed to the compressed one the steps compute with.
+  Status gatherMasters(float* out);
   double commSeconds() const { return commSeconds_; }
   double paramSeconds() const { return paramSeconds_; }
 

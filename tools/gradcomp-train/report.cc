@@ -43,7 +43,7 @@ void Report::printHeader(FILE* out) const {
                testImages_, static_cast<unsigned long long>(t.seed));
   std::fprintf(out, "# %5s %6s %10s %9s %9s %9s %12s%s\n", "epoch", "steps", "train_loss",
                "test_acc", "wall_s", "comm_s", "wire_MB",
-               t.zero3 ? "    ag_comm_s     ag_wire_MB" : "");
+               t.zero3 ? "    ag_comm_s     ag_wire_MB  master_acc" : "");
   std::fflush(out);
 }
 
@@ -51,7 +51,9 @@ void Report::add(const EpochStats& st, FILE* out) {
   epochs_.push_back(st);
   std::fprintf(out, "  %5d %6d %10.4f %8.2f%% %9.2f %9.2f %12.2f", st.epoch, st.steps,
                st.trainLoss, st.testAcc * 100, st.wallS, st.commS, st.wireBytes / 1e6);
-  if (flags_.train.zero3) std::fprintf(out, " %12.2f %14.2f", st.agCommS, st.agWireBytes / 1e6);
+  if (flags_.train.zero3)
+    std::fprintf(out, " %12.2f %14.2f %10.2f%%", st.agCommS, st.agWireBytes / 1e6,
+                 st.testAccMaster * 100);
   std::fprintf(out, "\n");
   std::fflush(out);
 }
@@ -63,12 +65,15 @@ Status Report::writeJson(const std::string& path) const {
   std::fprintf(f, "[\n");
   for (size_t i = 0; i < epochs_.size(); ++i) {
     const EpochStats& e = epochs_[i];
+    const std::string master =
+        flags_.train.zero3 ? ", \"test_acc_master\": " + jsonNumber(e.testAccMaster, "%.6f") : "";
     std::fprintf(f,
                  "  {\"epoch\": %d, \"train_loss\": %s, \"test_acc\": %.6f, \"wall_s\": %.4f, "
                  "\"comm_s\": %.4f, \"wire_bytes\": %.0f, \"ag_comm_s\": %.4f, "
-                 "\"ag_wire_bytes\": %.0f}%s\n",
+                 "\"ag_wire_bytes\": %.0f%s}%s\n",
                  e.epoch, jsonNumber(e.trainLoss, "%.6f").c_str(), e.testAcc, e.wallS, e.commS,
-                 e.wireBytes, e.agCommS, e.agWireBytes, i + 1 < epochs_.size() ? "," : "");
+                 e.wireBytes, e.agCommS, e.agWireBytes, master.c_str(),
+                 i + 1 < epochs_.size() ? "," : "");
   }
   std::fprintf(f, "]\n");
   const bool ok = std::fclose(f) == 0;

@@ -1,6 +1,7 @@
 // What rank 0 prints per epoch and writes with -J: a JSON array with one object
 // per epoch, fields epoch, train_loss, test_acc, wall_s, comm_s, wire_bytes,
-// ag_comm_s, ag_wire_bytes (tools/plot_train.py reads it).
+// ag_comm_s, ag_wire_bytes, and with ZeRO-3 test_acc_master (tools/plot_train.py
+// reads it).
 #pragma once
 
 #include <cstdio>

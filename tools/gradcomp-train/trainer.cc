@@ -185,11 +185,17 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
     st.trainLoss = lossSum / steps;
     if (o.sharded) GC_CHECK(checkSameParams(comm, net->params(), n, epoch));
     if (rank == 0) st.testAcc = testAccuracy(*net, testSet);
+    if (o.zero3) {  // the exact masters in the network for one evaluation
+      std::vector<float> computed(net->params(), net->params() + n);
+      GC_CHECK(sharded.gatherMasters(net->params()));
+      if (rank == 0) st.testAccMaster = testAccuracy(*net, testSet);
+      std::copy(computed.begin(), computed.end(), net->params());
+    }
     // Means over ranks; accuracy comes from rank 0 alone. This collective also
     // keeps the other ranks out of the next epoch's timing while rank 0 evaluates.
-    double metrics[7] = {st.trainLoss, st.wallS,       st.commS,  st.wireBytes,
-                         st.testAcc,   st.agWireBytes, st.agCommS};
-    GC_CHECK(comm.sumMetrics(metrics, 7));
+    double metrics[8] = {st.trainLoss, st.wallS,       st.commS,  st.wireBytes,
+                         st.testAcc,   st.agWireBytes, st.agCommS, st.testAccMaster};
+    GC_CHECK(comm.sumMetrics(metrics, 8));
     st.trainLoss = metrics[0] / nranks;
     st.wallS = metrics[1] / nranks;
     st.commS = metrics[2] / nranks;
@@ -197,6 +203,7 @@ Status runTraining(const TrainOptions& o, const Dataset& trainSet, const Dataset
     st.testAcc = metrics[4];
     st.agWireBytes = metrics[5] / nranks;
     st.agCommS = metrics[6] / nranks;
+    st.testAccMaster = metrics[7];
     onEpoch(st);
   }
   return Status::Ok();

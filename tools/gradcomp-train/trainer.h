@@ -50,6 +50,7 @@ struct EpochStats {
   int epoch = 0;          // 1-based
   double trainLoss = 0;   // mean minibatch loss over the epoch
   double testAcc = 0;     // fraction in [0, 1]
+  double testAccMaster = 0;  // ZeRO-3: the same with the exact fp32 masters gathered
   double wallS = 0;       // the epoch's training time (evaluation excluded)
   double commS = 0;       // time inside the collective (waiting included)
   double wireBytes = 0;   // bytes sent in the epoch's averages
