@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sanitizer runs (clang, no CUDA), usable alone or from test.sh:
-#   tools/ci/sanitize.sh [asan|tsan|all|build]   (default all)
+#   tools/ci/sanitize.sh [asan|tsan|all|build|build-asan|build-tsan]   (default all)
 #   asan: the CTest suite (less gradcomp-bench's sweeps, below) built with AddressSanitizer + UBSan (+LSan);
 #   tsan: the threaded tests (transport, executor protocol, WAGMA, CollNet) with TSan.
-#   build: only builds both trees (test.sh runs it niced while the main suite
-#   runs, so the sanitizer builds use the CPU the main suite leaves idle).
+#   build: only builds both trees; build-asan, build-tsan: one of them (test.sh
+#   runs them niced while the main suite runs, so the sanitizer builds use the
+#   CPU the main suite leaves idle, and the TSan tree while the ASan tests run).
 # Suppressions (third-party frames only) live in tools/ci/sanitizers/.
 # Prints one "sanitize <stage>: N passed, N failed" line per stage and exits
 # non-zero when anything failed.
@@ -94,9 +95,11 @@ build_all() {
 
 case "$what" in
   build) build_all || failed=1 ;;
+  build-asan) gc_build_sanitized "$ASAN_BUILD_DIR" address,undefined ON || failed=1 ;;
+  build-tsan) gc_build_sanitized "$TSAN_BUILD_DIR" thread OFF "${GC_TSAN_TESTS[@]}" || failed=1 ;;
   asan) run_asan || failed=1 ;;
   tsan) run_tsan || failed=1 ;;
   all) run_asan || failed=1; run_tsan || failed=1 ;;
-  *) echo "usage: $0 [asan|tsan|all|build]" >&2; exit 2 ;;
+  *) echo "usage: $0 [asan|tsan|all|build|build-asan|build-tsan]" >&2; exit 2 ;;
 esac
 exit "$failed"

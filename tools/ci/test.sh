@@ -22,10 +22,18 @@ failed=0
 # time, and at nice 19 the build takes only the CPU they leave idle (the
 # scheduler gives a nice-0 process ~98 % of a core against it). Its output
 # goes to a log; the sanitizer stages build again (a no-op when this
-# finished) and report any build error themselves.
+# finished) and report any build error themselves. The ASan tree comes first
+# and says so through a marker file: the ASan stage starts as soon as it is
+# there, while the TSan tree goes on building niced beside the ASan tests.
 prebuild_pid=
+asan_built="$BUILD_DIR/prebuild-asan.done"
+rm -f "$asan_built"
 if [ "$matrix" = full ]; then
-  nice -n 19 "$GC_ROOT/tools/ci/sanitize.sh" build >"$BUILD_DIR/prebuild-sanitized.log" 2>&1 &
+  (
+    nice -n 19 "$GC_ROOT/tools/ci/sanitize.sh" build-asan >"$BUILD_DIR/prebuild-asan.log" 2>&1 || true
+    touch "$asan_built"
+    nice -n 19 "$GC_ROOT/tools/ci/sanitize.sh" build-tsan >"$BUILD_DIR/prebuild-tsan.log" 2>&1
+  ) &
   prebuild_pid=$!
 fi
 trap 'rm -f "$results"; [ -z "$prebuild_pid" ] || kill "$prebuild_pid" 2>/dev/null || true' EXIT
@@ -48,9 +56,15 @@ if [ "$matrix" = full ]; then
                "tools/ci/fuzz.sh ${GC_FUZZ_SECONDS:-10}"; do
     if [ "$stage" = "tools/ci/sanitize.sh asan" ] && [ -n "$prebuild_pid" ]; then
       wait_start=$SECONDS
-      wait "$prebuild_pid" || echo "(the niced sanitizer build failed: the stages below build again)"
+      # Bounded by the builder's life: it touches the marker or exits.
+      while [ ! -e "$asan_built" ] && kill -0 "$prebuild_pid" 2>/dev/null; do sleep 2; done
+      echo "[ASan tree, niced beside the suites: done $((SECONDS - wait_start)) s after the fault matrix]"
+    fi
+    if [ "$stage" = "tools/ci/sanitize.sh tsan" ] && [ -n "$prebuild_pid" ]; then
+      wait_start=$SECONDS
+      wait "$prebuild_pid" || echo "(the niced TSan build failed: the stage below builds again)"
       prebuild_pid=
-      echo "[sanitizer builds, niced beside the suites: done $((SECONDS - wait_start)) s after the fault matrix]"
+      echo "[TSan tree, niced beside the ASan tests: done $((SECONDS - wait_start)) s after them]"
     fi
     stage_start=$SECONDS
     echo "==== $stage"
