@@ -189,6 +189,26 @@ def cli(bin_dir, app):
     check(line == [want], f"reduce-scatter run: summary line {line}, want [{want!r}]")
     table_matches_files(parse_summary(err), docs, "reduce-scatter run")
 
+    # 4a. Allgathers (GRADCOMP_AG_ALGO) too: blockq's int8 codes and a scale per
+    # 2048 elements, one payload per call to the one peer (allgather.h).
+    ag_dir = os.path.join(tmp, "ag")
+    rc, out, err = run([launch, "--algo", "dense", "--ag-algo", "blockq", "--stats-dir", ag_dir,
+                        "--", grun, "-n", "2", app, "--allgather"])
+    check(rc == 0, f"allgather run: exit {rc}\n{out}{err}")
+    docs = stats_files(ag_dir)
+    ag = [d["communicators"][0]["allgather"] for d in docs]
+    shard = 512 * 1024  # elements each rank sends: 4 MiB of output over 2 ranks
+    check(len(ag) == 2 and all((a["calls_compressed"], a["calls_passed"]) == (2, 1) for a in ag) and
+          all(a["logical_bytes"] == 2 * 4 * MiB and a["passed_bytes"] == 4 * MiB and
+              a["wire_bytes"] == 2 * (shard + 4 * shard // 2048) for a in ag),
+          f"allgather run: files {ag}")
+    line = [l for l in err.splitlines() if l.startswith("  of these, allgather")]
+    wire = sum(a["wire_bytes"] for a in ag)
+    want = (f"{'  of these, allgather':34}{4:>10}  {human(4 * 4 * MiB)} -> {human(wire)} sent "
+            f"(ratio {4 * 4 * MiB / wire:.2f}x); 2 passed ({human(2 * 4 * MiB)})")
+    check(line == [want], f"allgather run: summary line {line}, want [{want!r}]")
+    table_matches_files(parse_summary(err), docs, "allgather run")
+
     # 4b. Shadow mode: every call returns NCCL's result (the app's exact checks
     # pass), and what qsgd would have done is summarized.
     sh_dir = os.path.join(tmp, "shadow")

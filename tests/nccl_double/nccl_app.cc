@@ -15,6 +15,9 @@
 //   --lossy         check only that calls succeed (for compressing algorithms)
 //   --reduce-scatter  then 2 x float32 ncclReduceScatter of 4 MiB inputs
 //                   (eligible) and 1 x int32 (not), sums checked
+//   --allgather     then 2 x float32 ncclAllGather of 4 MiB outputs
+//                   (eligible) and 1 x int32 (not); each shard is rank + 1,
+//                   floats within int8 block quantization's half step of it
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +33,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream);
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
@@ -71,16 +76,33 @@ bool scatterAndCheck(ncclComm_t comm, size_t inputElems, ncclDataType_t type, in
   return out.back() == want;
 }
 
+// Shard r holds r + 1 everywhere; a lossy codec may move a float by half
+// an int8 step of it ((r + 1) / 127 / 2), integers pass exactly.
+template <typename T>
+bool gatherAndCheck(ncclComm_t comm, size_t outputElems, ncclDataType_t type, int rank,
+                    int nranks) {
+  const size_t send = outputElems / size_t(nranks);
+  std::vector<T> in(send, T(rank + 1)), out(send * size_t(nranks));
+  if (ncclAllGather(in.data(), out.data(), send, type, comm, nullptr) != ncclSuccess) return false;
+  if (!gExact) return true;
+  for (size_t i = 0; i < out.size(); i += 997) {
+    const double want = double(i / send + 1), tol = type == ncclInt32 ? 0 : want / 254 * 1.0001;
+    if (double(out[i]) < want - tol || double(out[i]) > want + tol) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int exitCode = 0;
-  bool mismatch = false, scatter = false;
+  bool mismatch = false, scatter = false, gather = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--exit-code") == 0 && i + 1 < argc) exitCode = atoi(argv[++i]);
     else if (strcmp(argv[i], "--mismatch") == 0) mismatch = true;
     else if (strcmp(argv[i], "--lossy") == 0) gExact = false;
     else if (strcmp(argv[i], "--reduce-scatter") == 0) scatter = true;
+    else if (strcmp(argv[i], "--allgather") == 0) gather = true;
     else return fprintf(stderr, "nccl_app: unknown argument '%s'\n", argv[i]), 2;
   }
   const int rank = envInt("GRADCOMP_RANK", "OMPI_COMM_WORLD_RANK", "RANK");
@@ -105,6 +127,9 @@ int main(int argc, char** argv) {
   for (int i = 0; scatter && i < 2; ++i)
     ok = ok && scatterAndCheck<float>(comm, 1 << 20, ncclFloat32, rank, nranks);
   if (scatter) ok = ok && scatterAndCheck<int32_t>(comm, 1 << 20, ncclInt32, rank, nranks);
+  for (int i = 0; gather && i < 2; ++i)
+    ok = ok && gatherAndCheck<float>(comm, 1 << 20, ncclFloat32, rank, nranks);
+  if (gather) ok = ok && gatherAndCheck<int32_t>(comm, 1 << 20, ncclInt32, rank, nranks);
   if (ncclCommDestroy(comm) != ncclSuccess) ok = false;
   if (!ok) return fprintf(stderr, "nccl_app: rank %d: a collective failed or gave a wrong sum\n", rank), 3;
   printf("nccl_app: rank %d of %d: 12 allreduces checked\n", rank, nranks);
