@@ -52,7 +52,10 @@ ALGOS = {
 
 def parse_algo(text):
     """'oktopk' -> its ALGOS parameters; 'oktopk@DENSITY=0.1+TOPK_TAU=8' -> those instead
-    (DENSE_STEPS=N: the hook's dense warm-up, GradcompState(dense_steps=N))."""
+    (DENSE_STEPS=N: the hook's dense warm-up, GradcompState(dense_steps=N);
+    ADAM=momentum|gradient: gradcomp.adam's hook and optimizer instead of AdamW,
+    1-bit Adam's frozen variance after DENSE_STEPS, default 30; PRECOND=1: its
+    precondition option)."""
     name, _, rest = text.partition("@")
     params = dict(ALGOS.get(name, {}))
     for kv in filter(None, rest.split("+")):
@@ -175,17 +178,27 @@ def worker(rank, size, job, args, init_file, queue):
         net, batch, loss_fn, metric = (vit_task if model_name == "vit" else lm_task)(
             args, rank, size, seed)
         model = DDP(net)
-        state = None
+        state, adam = None, None
         if algo != "dense":
             name, params = parse_algo(algo)
-            warm = int(params.pop("DENSE_STEPS", 0))  # the hook's dense warm-up, not a library parameter
-            state = gct.GradcompState(algo=name, params=params, dense_steps=warm)
-            model.register_comm_hook(state, gct.allreduce_hook)
+            adam = params.pop("ADAM", None)  # gradcomp.adam (hook side), not a library parameter
+            warm = int(params.pop("DENSE_STEPS", 30 if adam else 0))  # the hook's dense warm-up
+            precond = params.pop("PRECOND", "0") not in ("0", "")
+            if adam:
+                import gradcomp.adam as gca
+                state = gca.AdamState(algo=name, params=params, dense_steps=warm,
+                                      betas=(0.9, 0.999), compress=adam, precondition=precond)
+                model.register_comm_hook(state, gca.adam_hook)
+            else:
+                state = gct.GradcompState(algo=name, params=params, dense_steps=warm)
+                model.register_comm_hook(state, gct.allreduce_hook)
         decay = [p for n, p in net.named_parameters() if p.dim() >= 2]
         rest = [p for n, p in net.named_parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
-                                 {"params": rest, "weight_decay": 0.0}],
-                                lr=args.lr, betas=(0.9, 0.999))
+        groups = [{"params": decay, "weight_decay": 0.05}, {"params": rest, "weight_decay": 0.0}]
+        if adam:  # Adam's moments live in the hook; the optimizer steps along its direction
+            opt = gca.PreconditionedAdamW(groups, lr=args.lr)
+        else:
+            opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999))
         steps, warm = args.steps[model_name], max(1, args.steps[model_name] // 10)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / warm if s < warm else
                                                   0.5 * (1 + math.cos(math.pi * (s - warm) /
