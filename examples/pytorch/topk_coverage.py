@@ -15,6 +15,13 @@ the run:
   rms        the exact gradient's RMS (the tensor's gradient scale)
 
   python3 examples/pytorch/topk_coverage.py --build build --model vit --algo oktopk
+  python3 examples/pytorch/topk_coverage.py --build build --model vit \
+      --algo oktopk@ADAM=gradient+PRECOND=1     # gradcomp.adam: what it compresses
+
+With ADAM=... (gradcomp.adam, as in accuracy_matrix.py) the columns are over
+the steps after the dense warm-up, of what adam_hook hands to the compressed
+allreduce (the gradient, or the local momentum; divided by the frozen
+sqrt(v_hat) with PRECOND=1), and the optimizer is gradcomp.adam's.
 """
 import argparse
 import os
@@ -41,10 +48,23 @@ def worker(rank, size, args, init, queue):
         names = {p: n for n, p in net.named_parameters()}
         model = DDP(net)
         name, params = am.parse_algo(args.algo)
-        state = gct.GradcompState(algo=name, params=params)
+        adam = params.pop("ADAM", None)
+        warm = int(params.pop("DENSE_STEPS", 30 if adam else 0))
+        precond = params.pop("PRECOND", "0") not in ("0", "")
+        if adam:
+            import gradcomp.adam as gca
+            state = gca.AdamState(algo=name, params=params, dense_steps=warm, compress=adam,
+                                  precondition=precond)
+        else:
+            state = gct.GradcompState(algo=name, params=params, dense_steps=warm)
         acc = {}  # parameter -> [sum compressed, sum exact, ever non-zero, non-zero steps, sum exact^2]
+        counted = [0]
 
         def hook(st, bucket):
+            if st.step < st.dense_steps:
+                return gct.allreduce_hook(st, bucket)
+            if bucket.is_last():
+                counted[0] += 1
             exact = bucket.buffer().clone()
             dist.all_reduce(exact)  # diagnosis only: the exact average beside it
             exact.div_(size)
@@ -66,11 +86,16 @@ def worker(rank, size, args, init, queue):
                     at += n
                 return out
             return fut.then(record)
-        model.register_comm_hook(state, hook)
         decay = [p for p in net.parameters() if p.dim() >= 2]
         rest = [p for p in net.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
-                                 {"params": rest, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.999))
+        groups = [{"params": decay, "weight_decay": 0.05}, {"params": rest, "weight_decay": 0.0}]
+        if adam:  # record what adam_hook hands to the compressed allreduce
+            gca.allreduce_hook = hook
+            model.register_comm_hook(state, gca.adam_hook)
+            opt = gca.PreconditionedAdamW(groups, lr=args.lr)
+        else:
+            model.register_comm_hook(state, hook)
+            opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999))
         steps, warm = args.steps, max(1, args.steps // 10)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / warm if s < warm else
                                                   0.5 * (1 + math.cos(math.pi * (s - warm) /
@@ -85,10 +110,11 @@ def worker(rank, size, args, init, queue):
         rows = []
         for p, (c, e, ever, nz, e2) in acc.items():
             cos = torch.dot(c, e) / (c.norm() * e.norm() + 1e-30)
-            rows.append((names[p], p.numel(), ever.float().mean().item(), (nz / steps).mean().item(),
+            n = max(1, counted[0])
+            rows.append((names[p], p.numel(), ever.float().mean().item(), (nz / n).mean().item(),
                          (c.norm() / (e.norm() + 1e-30)).item(), cos.item(),
-                         (e2.sum() / (steps * p.numel())).sqrt().item()))
-        queue.put((rank, "ok", (metric(net), rows)))
+                         (e2.sum() / (n * p.numel())).sqrt().item()))
+        queue.put((rank, "ok", (metric(net), rows, counted[0])))
     except BaseException as e:  # noqa: BLE001
         import traceback
         queue.put((rank, "error", traceback.format_exc()))
@@ -127,9 +153,9 @@ def main():
     if kind != "ok":
         print(payload)
         return 1
-    value, rows = payload
-    print("%s %s seed %d, %d steps, %d ranks: metric %.4f" % (args.model, args.algo, args.seed,
-                                                            args.steps, args.ranks, value))
+    value, rows, counted = payload
+    print("%s %s seed %d, %d steps (%d compressed), %d ranks: metric %.4f" % (
+        args.model, args.algo, args.seed, args.steps, counted, args.ranks, value))
     print("| parameter | elements | coverage | steps | applied | cos | rms |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
