@@ -6,12 +6,14 @@ tests/pytorch.cmake). A tiny MLP, several buckets, each rank its own data:
 - warm-up: after dense_steps (3) steps, adam_hook + PreconditionedAdamW
   give the parameters torch.optim.AdamW gives on plain DDP (same data,
   allclose: the arithmetic is Adam's, in another order);
-- oktopk (density 0.05) with compress="momentum" and sign with
-  compress="gradient", 7 steps: every rank's parameters and moments are
+- oktopk (density 0.05) with compress="momentum", sign with
+  compress="gradient", oktopk with compress="gradient", precondition=True,
+  7 steps: every rank's parameters and moments are
   bit-equal, v is the same tensor value after the warm-up as at its end
   (frozen) while m moved, and the buckets after the warm-up were compressed;
 - with the library's dense algorithm, compress="momentum" and "gradient"
-  give the same m (averaging is linear) and the same parameters (allclose);
+  give the same m (averaging is linear) and the same parameters (allclose),
+  and precondition=True the same as False;
 - bad arguments (dense_steps=0, an unknown compress, another state type)
   raise GradcompError naming the argument.
 
@@ -106,9 +108,11 @@ def scenario(rank):
     assert state.stats["compressed_calls"] == 0 and state.stats["passthrough_calls"] > 0, state.stats
     out.append("warm-up of %d steps = torch AdamW (max diff %.2g)" % (WARM, (got - ref).abs().max()))
     # Compressed after the warm-up: bit-equal ranks, v frozen.
-    for algo, params, compress in (("oktopk", {"DENSITY": "0.05"}, "momentum"),
-                                   ("sign", {}, "gradient")):
-        state = gca.AdamState(algo=algo, params=params, dense_steps=WARM, compress=compress)
+    for algo, params, compress, pre in (("oktopk", {"DENSITY": "0.05"}, "momentum", False),
+                                        ("sign", {}, "gradient", False),
+                                        ("oktopk", {"DENSITY": "0.05"}, "gradient", True)):
+        state = gca.AdamState(algo=algo, params=params, dense_steps=WARM, compress=compress,
+                              precondition=pre)
         at_warm = {}
 
         def after(step, ps, state=state, at_warm=at_warm):
@@ -125,17 +129,25 @@ def scenario(rank):
         assert not torch.equal(m, m_warm), "%s: m never moved after the warm-up" % algo
         s = state.stats
         assert s["compressed_calls"] > 0 and set(a.split(":")[0] for a in s["algorithms"]) == {algo}, s
-        out.append("%s, compress=%s: ranks bit-equal, v frozen, %d buckets compressed" % (
-            algo, compress, s["compressed_calls"]))
+        out.append("%s, compress=%s, precondition=%s: ranks bit-equal, v frozen, %d buckets "
+                   "compressed" % (algo, compress, pre, s["compressed_calls"]))
     # Linear averaging: both modes agree with the library's dense algorithm.
     res = {}
-    for compress in ("momentum", "gradient"):
-        state = gca.AdamState(algo="dense", dense_steps=2, compress=compress)
+    for compress, pre in (("momentum", False), ("gradient", False), ("gradient", True)):
+        state = gca.AdamState(algo="dense", dense_steps=2, compress=compress, precondition=pre)
         flat, params_ = train(rank, 5, state)
-        res[compress] = (flat, moments(state, params_, "m"))
-    (fa, ma), (fb, mb) = res["momentum"], res["gradient"]
+        m = moments(state, params_, "m")
+        if pre:  # m is kept divided by the frozen denominator
+            m = m * torch.cat([state.moments[p]["denom"] for p in params_])
+        res[(compress, pre)] = (flat, m)
+    (fa, ma), (fb, mb), (fc, mc) = res[("momentum", False)], res[("gradient", False)], \
+        res[("gradient", True)]
+    assert torch.allclose(fc, fb, rtol=1e-4, atol=1e-6) and torch.allclose(mc, mb, rtol=1e-3, atol=1e-7), \
+        "dense: precondition changed the result: m %g, parameters %g" % (
+            (mc - mb).abs().max(), (fc - fb).abs().max())
     assert torch.allclose(ma, mb, rtol=1e-4, atol=1e-7) and torch.allclose(fa, fb, rtol=1e-4, atol=1e-6), \
         "dense: momentum vs gradient: m %g, parameters %g" % ((ma - mb).abs().max(), (fa - fb).abs().max())
+    out.append("dense: precondition=True == False (parameters max diff %.2g)" % (fc - fb).abs().max())
     out.append("dense: compress=momentum == gradient (m max rel diff %.2g of max abs m %.2g)" % (
         ((ma - mb).abs() / mb.abs().clamp_min(1e-6)).max(), mb.abs().max()))
     out.append(expect_failure("dense_steps=0", lambda: gca.AdamState(dense_steps=0), "dense_steps"))

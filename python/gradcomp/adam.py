@@ -2,8 +2,8 @@
 1-bit Adam's recipe (Tang et al., 2021) as a DDP communication hook.
 
     import gradcomp.adam as gca
-    state = gca.AdamState(algo="oktopk", params={"DENSITY": "0.01"},
-                          dense_steps=30, betas=(0.9, 0.999))          # collective
+    state = gca.AdamState(algo="oktopk", params={"DENSITY": "0.01"}, dense_steps=30,
+                          compress="gradient", precondition=True)     # collective
     model.register_comm_hook(state, gca.adam_hook)
     opt = gca.PreconditionedAdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
     # training loop unchanged: loss.backward(); opt.step(); schedulers work on opt
@@ -31,6 +31,10 @@ bucket rebuild after step 1 is harmless):
     becomes m on every rank. v stays frozen.
     compress="gradient": the gradient is compressed (with error feedback) and
     m = b1 m + (1-b1) C(g) is formed from the result; v stays frozen.
+    precondition=True: what is compressed is first divided by the frozen
+    sqrt(v_hat) + eps (top-k then selects by Adam's step size, not by the
+    raw gradient, whose scale differs ~100x between tensors); m is kept in
+    that space.
   - the bucket returns Adam's direction m_hat / (sqrt(v_hat) + eps) (bias
     corrections as torch.optim.Adam; v's at the last warm-up step), which DDP
     writes into each parameter's .grad.
@@ -40,7 +44,9 @@ schedulers work). m and v are computed from data identical on every rank,
 so every rank's parameters stay bit-equal.
 
 Memory: m and v (fp32) per parameter, as Adam's own. The optimizer keeps
-no state.
+no state. Measured (docs/results/accuracy.md, "Top-k and sign with AdamW:
+gradcomp.adam"): sign with compress="momentum" (1-bit Adam) and top-k with
+compress="gradient", precondition=True.
 """
 import torch
 
