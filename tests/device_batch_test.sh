@@ -45,7 +45,10 @@
 #       GRADCOMP_STATS files: passes a run whose every rank compressed
 #       reduce-scatters within the band of dense, and fails a rank without
 #       compressed reduce-scatters, a missing stats file, stats without the
-#       reduce_scatter object, accuracy below the band, DDP's RESULT lines
+#       reduce_scatter object, accuracy below the band, DDP's RESULT lines;
+#       with --allgather (part g's blockq case) passes compressed allgathers
+#       (wire bytes counted or not) and fails a rank without any, dense-sized
+#       wire bytes and stats without the allgather object
 #       (Python's standard library only: never skipped)
 # Exit 77 (skipped) only when PyTorch cannot be imported (CI installs
 # python3-torch, so there it runs).
@@ -280,7 +283,8 @@ fsdp-check)
   python3 - "$tmp" <<'PY'
 import json, os, sys
 tmp = sys.argv[1]
-def run(name, acc, compressed=(150, 150, 150, 150), sharding="fully_shard", rs=True, missing=()):
+def run(name, acc, compressed=(150, 150, 150, 150), sharding="fully_shard", rs=True, missing=(),
+        ag=None, ag_wire=0.0):
     os.makedirs(os.path.join(tmp, name), exist_ok=True)
     with open(os.path.join(tmp, name + ".log"), "w") as f:
         f.write("train_fmnist_fsdp: 4 ranks, nccl\nepoch 1: steps 150, test accuracy %.4f\n" % acc)
@@ -299,6 +303,11 @@ def run(name, acc, compressed=(150, 150, 150, 150), sharding="fully_shard", rs=T
             comm["reduce_scatter"] = {"calls_compressed": n, "calls_passed": 450,
                                       "logical_bytes": n * 1607680, "wire_bytes": n * 150720,
                                       "passed_bytes": 450 * 20000}
+        if ag:  # wire bytes: ag_wire of the logical ones (0: the CUDA executor counts none)
+            comm["allgather"] = {"calls_compressed": ag[r], "calls_passed": 600,
+                                 "logical_bytes": ag[r] * 1607680,
+                                 "wire_bytes": int(ag[r] * 1607680 * ag_wire),
+                                 "passed_bytes": 600 * 20000}
         with open(os.path.join(tmp, name, "stats.rank%d.json" % r), "w") as f:
             json.dump({"pid": 100 + r, "rank": r, "communicators": [comm]}, f)
 run("dense", 0.80)
@@ -308,6 +317,10 @@ run("rank2-none", 0.79, compressed=(150, 150, 0, 150))
 run("rank3-missing", 0.79, missing=(3,))
 run("old-lib", 0.79, rs=False)
 run("ddp", 0.79, sharding=None)
+run("blockq", 0.79, ag=(300, 300, 300, 300))
+run("blockq-cpu", 0.79, ag=(300, 300, 300, 300), ag_wire=0.19)
+run("ag-rank1-none", 0.79, ag=(300, 0, 300, 300))
+run("ag-dense-bytes", 0.79, ag=(300, 300, 300, 300), ag_wire=0.75)
 PY
   check=(python3 "$src/tools/device/batch_check.py" fsdp)
   "${check[@]}" "$tmp/dense.log" --stats "$tmp/dense" | tee "$tmp/dense.txt"
@@ -335,6 +348,16 @@ PY
   expect_fail old-lib "no \"reduce_scatter\" in its stats"
   expect_fail ddp "not train_fmnist_fsdp.py's RESULT lines"
   expect_fail qsgd "RESULT lines from ranks \[0, 1, 2, 3\], expected 8 ranks" --ranks 8
+  # --allgather (the blockq case): every rank compressed allgathers, in
+  # fewer bytes where they were counted.
+  for ok in blockq blockq-cpu; do
+    "${check[@]}" "$tmp/$ok.log" --stats "$tmp/$ok" --allgather | tee "$tmp/$ok.txt"
+  done
+  grep -q "compressed allgathers per rank \[300, 300, 300, 300\], logical/wire \[None" \
+    "$tmp/blockq.txt" || fail "the verdict lacks the compressed allgathers per rank"
+  expect_fail ag-rank1-none "rank 1 compressed no allgather" --allgather
+  expect_fail ag-dense-bytes "rank 0: allgather wire bytes .* are not under half" --allgather
+  expect_fail qsgd "rank 0: no \"allgather\" in its stats" --allgather
   ;;
 *)
   fail "unknown mode $mode"

@@ -18,7 +18,13 @@ the batch copies into summary.txt, and exits 0 (pass) or 1 (fail).
                       every rank's reduce_scatter.calls_compressed > 0 (summed
                       over its communicators); the pass-through reasons are
                       listed. With --dense LOG2 (the dense run of the same
-                      steps): accuracy >= LOG2's - --band
+                      steps): accuracy >= LOG2's - --band. With --allgather
+                      (GRADCOMP_AG_ALGO set) the parameter allgathers too:
+                      every rank's allgather.calls_compressed > 0, and where
+                      wire bytes were counted (a synchronous executor; the
+                      CUDA executor's proxy owns the transport and counts
+                      none) under half their logical bytes (a dense ring
+                      sends (P-1)/P of them, blockq int8 about a quarter)
   times ROOT          table of the ROOT/<run>/time.jsonl rows (--runs globs)
                       beside the --baseline row of the same size
   interleave DIR...   nccl_driver interleave phase (DIR/interleave.jsonl): every
@@ -167,14 +173,15 @@ def cmd_train(a):
     return verdict(not problems, detail)
 
 
-def reduce_scatter_stats(path):
+def reduce_scatter_stats(path, key="reduce_scatter"):
     """One rank's stats file: reduce-scatter calls (compressed, passed), logical
     and wire bytes, summed over its communicators, and the pass-through
     reasons of all its calls (the stats count them per communicator, not per
     collective). None for a counter when no communicator has the
-    "reduce_scatter" object (a libgradcomp older than its interception)."""
+    "reduce_scatter" object (a libgradcomp older than its interception).
+    key="allgather": the same for allgathers."""
     comms = load_json(path).get("communicators", [])
-    rs = [c["reduce_scatter"] for c in comms if isinstance(c.get("reduce_scatter"), dict)]
+    rs = [c[key] for c in comms if isinstance(c.get(key), dict)]
     total = {k: sum(r.get(k, 0) for r in rs) if rs else None
              for k in ("calls_compressed", "calls_passed", "logical_bytes", "wire_bytes")}
     reasons = {}
@@ -242,6 +249,28 @@ def cmd_fsdp(a):
                     r, t["pass_reasons"] or "none recorded"))
         detail += "; compressed reduce-scatters per rank %s, passed %s, " \
                   "pass reasons (all ranks) %s" % (compressed, passed, reasons)
+        if a.allgather:
+            gathered, ratios = [], []
+            for r in sorted(files):
+                g = reduce_scatter_stats(files[r], "allgather")
+                gathered.append(g["calls_compressed"])
+                ratio = (g["logical_bytes"] / g["wire_bytes"]
+                         if g["logical_bytes"] and g["wire_bytes"] else None)
+                ratios.append(None if ratio is None else round(ratio, 2))
+                print("rank %d: allgather %s compressed (%s -> %s bytes), %s passed through" % (
+                    r, g["calls_compressed"], g["logical_bytes"], g["wire_bytes"],
+                    g["calls_passed"]))
+                if g["calls_compressed"] is None:
+                    problems.append("rank %d: no \"allgather\" in its stats (a libgradcomp "
+                                    "without allgather interception?)" % r)
+                elif g["calls_compressed"] <= 0:
+                    problems.append("rank %d compressed no allgather (pass reasons %s)" % (
+                        r, g["pass_reasons"] or "none recorded"))
+                elif g["wire_bytes"] and ratio < 2:
+                    problems.append("rank %d: allgather wire bytes %s are not under half of "
+                                    "their logical bytes %s (not compressed)" % (
+                                        r, g["wire_bytes"], g["logical_bytes"]))
+            detail += "; compressed allgathers per rank %s, logical/wire %s" % (gathered, ratios)
     for p in problems:
         print("problem: " + p)
     return verdict(not problems, detail)
@@ -412,6 +441,8 @@ def main():
     s.add_argument("--dense", help="log of the dense run to compare the accuracy with")
     s.add_argument("--band", type=float, default=0.05,
                    help="accuracy may be this much below the dense run's")
+    s.add_argument("--allgather", action="store_true",
+                   help="the allgathers must be compressed too (GRADCOMP_AG_ALGO)")
     s = sub.add_parser("collnet")
     s.add_argument("dir")
     s = sub.add_parser("interleave")

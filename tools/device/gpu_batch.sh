@@ -59,9 +59,11 @@
 #   g   FSDP2 (issue 34): examples/pytorch/train_fmnist_fsdp.py (fully_shard
 #       per layer, no gradcomp import; gradients reduce-scattered with
 #       ncclAvg) under LD_PRELOAD, 1 epoch cut at 150 steps, GRADCOMP_ALGO=off
-#       and GRADCOMP_RS_ALGO=dense, then qsgd 4 bit: the stats prove every
-#       rank compressed reduce-scatters (pass reasons listed), qsgd's accuracy
-#       within 0.05 of dense's
+#       and GRADCOMP_RS_ALGO=dense, then qsgd 4 bit, then dense with
+#       GRADCOMP_AG_ALGO=blockq (issue 42: the parameter allgathers int8 through
+#       the CUDA blockq kernels): the stats prove every rank compressed
+#       reduce-scatters (pass reasons listed) and, for blockq, allgathers;
+#       qsgd's and blockq's accuracy within 0.05 of dense's
 # Ranks: 4 processes on the one GPU, each its own NCCL_HOSTID
 # (tools/device/rank_env.sh), NCCL_MNNVL_ENABLE=0, loopback sockets.
 #
@@ -192,12 +194,13 @@ pack() { cp "$out/summary.txt" "$out/environment.txt" "$logs/" 2>/dev/null; tar 
 # LOGS/NAME.stacks.txt, then is killed), then appends its PASS/FAIL line.
 # Limits come from what a step needs (a test binary 60 s, a 4-rank driver run
 # 90 s), so one hang cannot eat the budget. Dry run: prints it.
-failed=0
+failed=0 plan_limits=0
 step() {
   local name="$1" limit="$2"
   shift 2
   if [ $dry = 1 ]; then
     printf '  %-24s %4ss  %s\n' "$name" "$limit" "$(rel "$(words "$@")")"
+    plan_limits=$((plan_limits + limit))
     return 0
   fi
   local t0=$SECONDS rc last left=$((budget - SECONDS - 15))
@@ -223,6 +226,7 @@ params() {  # the GRADCOMP_* parameters of a case
   case "$1" in
     oktopk) echo GRADCOMP_DENSITY=0.01 ;;
     qsgd) echo GRADCOMP_BITS=4 ;;
+    blockq) echo GRADCOMP_AG_ALGO=blockq ;;  # part g: int8 (GRADCOMP_BITS unset)
     *) ;;
   esac
 }
@@ -535,19 +539,23 @@ part_f() {
 # dense (gradcomp's own reduce-scatter) and qsgd 4 bit, with allreduce off
 # (FSDP2 makes none): the same seed and 150 steps each, so the accuracies
 # compare. Units below 64K of input (conv1, conv2, fc2) pass through, which
-# the verdict lists; fc1 (1.6 MB) is compressed every step.
+# the verdict lists; fc1 (1.6 MB) is compressed every step. Then dense
+# reduce-scatters with blockq int8 parameter allgathers (issue 42: the CUDA
+# blockq kernels; FSDP2 all-gathers fc1's fp32 shards before its forward and
+# its backward): --allgather requires compressed allgathers on every rank.
 part_g() {
   local case
-  for case in dense qsgd; do
-    local name="g-fsdp-$case" dir base=()
+  for case in dense qsgd blockq; do
+    local name="g-fsdp-$case" dir base=() rs="$case" ag=()
+    [ $case = blockq ] && rs=dense ag=(--allgather)
     dir="$(outdir "$name")"
     # shellcheck disable=SC2046
-    step "$name" 90 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_RS_ALGO="$case" $(params "$case") \
+    step "$name" 90 env LD_PRELOAD="$lib" GRADCOMP_ALGO=off GRADCOMP_RS_ALGO="$rs" $(params "$case") \
       GRADCOMP_MIN_BYTES=64K GRADCOMP_STATS="$dir/stats" GRADCOMP_DEBUG=INFO \
       "${torchrun[@]}" "$fsdp_example" --data "$data" --epochs 1 --max-steps "$fsdp_steps"
     [ $case = dense ] || base=(--dense "$logs/g-fsdp-dense.log" --band 0.05)
     step "$name-result" 30 python3 "$check" fsdp "$logs/$name.log" --stats "$dir" --min-accuracy 0.5 \
-      "${base[@]}"
+      "${base[@]}" "${ag[@]}"
   done
 }
 
@@ -582,6 +590,7 @@ if [ $dry = 1 ]; then
       echo "  setup: unpack .device/debs into ${sysroot#$root/} (when newer), configure (CUDA for the local GPU) and build $(rel "$build_targets") in ${build#$root/}"
     fi
     run_parts
+    echo "== step limits: $plan_limits s in all, --budget $budget s (steps the budget cannot hold are cut or not run, and say so)"
     echo "== run with the device tool (carry: ${carry[*]}):"
     sed -n '/^#      run(/p' "${BASH_SOURCE[0]}" | sed 's/^# */  /'
   } | tee "$plan"
