@@ -45,3 +45,28 @@ for model in ["mlp", "cnn"]:
                 ("" if band is None else f" ({max(x for _, x in losses):+.4f})")) if losses else ""
         print(f"| {name} | " + " | ".join(cells) + tail + f" | {comp} | {loss} |")
     print()
+
+# Follow-up (run_fix.sh), CNN: int4 with a scale per 64 elements, and the
+# test accuracy of the exact fp32 masters beside the compressed parameters'.
+fix = [("int4b64", "blockq int4, --ag-block 64", "test_acc"),
+       ("int4m", "blockq int4: exact masters evaluated", "test_acc_master"),
+       ("fp8m", "cast fp8: exact masters evaluated", "test_acc_master")]
+if any(last("cnn", label, s) for label, _, _ in fix for s in seeds):
+    print(f"#### CNN follow-up (run_fix.sh), seeds {seeds[0]}-{seeds[-1]} (test accuracy %, gap to dense)\n")
+    print("| run | " + " | ".join(f"seed {s}" for s in seeds) + " | mean gap | worst gap | ag compression |")
+    print("|---|" + "---|" * (len(seeds) + 3))
+    for label, name, key in fix:
+        cells, gaps, ratios = [], [], []
+        for s in seeds:
+            r, d = last("cnn", label, s), last("cnn", "dense", s)
+            if r is None or d is None or key not in r:
+                cells.append("-")
+                continue
+            ra, da = 100 * r[key], 100 * d["test_acc"]
+            gaps.append(ra - da)
+            ratios.append(d["ag_wire_bytes"] / r["ag_wire_bytes"])
+            cells.append(f"{ra:.2f} ({ra - da:+.2f})")
+        tail = f" | {sum(gaps) / len(gaps):+.2f} | {min(gaps):+.2f}" if gaps else " | |"
+        comp = f"{sum(ratios) / len(ratios):.2f}x" if ratios else ""
+        print(f"| {name} | " + " | ".join(cells) + tail + f" | {comp} |")
+    print()
