@@ -413,7 +413,8 @@ class Backend {
 
   // ---- Block quantization (allgather blockq; quant_types.h) ----------------
   // out gets blockqBytes(n, spec): the block scales then the packed codes.
-  // Backends without these kernels (CUDA so far) answer Unsupported.
+  // Backends without these kernels answer Unsupported (the CPU reference,
+  // cpu-device and CUDA have them).
   virtual Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec,
                               uint8_t* out) {
     (void)src, (void)n, (void)spec, (void)out;

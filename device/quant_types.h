@@ -14,6 +14,15 @@
 #include <cstdint>
 #include <limits>
 
+// The block quantization's per-element functions below are compiled for the
+// device too (device/cuda/quant_blockq.cu calls these very functions), so the
+// CUDA kernels and the CPU reference share one definition of every code.
+#if defined(__CUDACC__)
+#define GC_HOST_DEVICE __host__ __device__
+#else
+#define GC_HOST_DEVICE
+#endif
+
 namespace gradcomp::device {
 
 inline size_t packedBytes(size_t n, int width) { return (n * size_t(width) + 7) / 8; }
@@ -78,7 +87,7 @@ inline size_t blockqBlocks(size_t n, size_t block) { return (n + block - 1) / bl
 inline size_t blockqBytes(size_t n, const BlockQuantSpec& spec) {
   return 4 * blockqBlocks(n, spec.block) + packedBytes(n, spec.bits);
 }
-inline int blockqMaxCode(int bits) { return (1 << (bits - 1)) - 1; }
+GC_HOST_DEVICE inline int blockqMaxCode(int bits) { return (1 << (bits - 1)) - 1; }
 
 // fp8 (spec.fp8, the cast allgather's GRADCOMP_AG_CAST=fp8): the same blocks
 // and scales, codes are OCP E4M3FN bytes of x / s (bias 7, subnormals, no
@@ -87,7 +96,7 @@ inline int blockqMaxCode(int bits) { return (1 << (bits - 1)) - 1; }
 // largest finite code 0x7D) and keeps 0x7F for NaN, 0x7E / 0xFE for +-Inf.
 // The sign of zero is kept. Decoding rejects a NaN code in an unflagged
 // block.
-inline uint8_t e4m3FromFloat(float v) {  // v finite
+GC_HOST_DEVICE inline uint8_t e4m3FromFloat(float v) {  // v finite
   const uint8_t sign = std::signbit(v) ? 0x80 : 0;
   const float a = std::fabs(v);
   int code;
@@ -101,14 +110,24 @@ inline uint8_t e4m3FromFloat(float v) {  // v finite
   }
   return uint8_t(sign | (code > 0x7E ? 0x7E : code));
 }
-inline float e4m3ToFloat(uint8_t c) {  // c not a NaN code
+GC_HOST_DEVICE inline float e4m3ToFloat(uint8_t c) {  // c not a NaN code
   const int e = (c >> 3) & 15, m = c & 7;
   const float mag = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(float(8 + m), e - 10);
   return (c & 0x80) ? -mag : mag;
 }
 
+// The canonical quiet NaN (0x7fc00000) on host and device alike.
+GC_HOST_DEVICE inline float blockqQuietNaN() {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(0x7fc00000);
+#else
+  return std::numeric_limits<float>::quiet_NaN();
+#endif
+}
+
 // The scale word of a block (sign bit: the block holds non-finite values).
-inline float blockqScale(float maxAbs, bool nonFinite, const BlockQuantSpec& spec) {
+GC_HOST_DEVICE inline float blockqScale(float maxAbs, bool nonFinite,
+                                        const BlockQuantSpec& spec) {
   const float q = spec.fp8 ? (nonFinite ? 416.0f : 448.0f)
                            : float(blockqMaxCode(spec.bits) - (nonFinite ? 1 : 0));
   float s = maxAbs / q;
@@ -117,7 +136,7 @@ inline float blockqScale(float maxAbs, bool nonFinite, const BlockQuantSpec& spe
 }
 // Code of x in a block with scale word `scale` (integers: two's complement
 // in `bits` bits; fp8: the byte).
-inline int blockqEncodeOne(float x, float scale, const BlockQuantSpec& spec) {
+GC_HOST_DEVICE inline int blockqEncodeOne(float x, float scale, const BlockQuantSpec& spec) {
   const bool flagged = std::signbit(scale);
   const float s = std::fabs(scale);
   if (spec.fp8) {
@@ -136,19 +155,20 @@ inline int blockqEncodeOne(float x, float scale, const BlockQuantSpec& spec) {
   return c > float(lim) ? lim : c < float(-lim) ? -lim : int(c);
 }
 // Decoded value of code c; *ok = false for a code the block cannot hold.
-inline float blockqDecodeOne(int c, float scale, const BlockQuantSpec& spec, bool* ok) {
+GC_HOST_DEVICE inline float blockqDecodeOne(int c, float scale, const BlockQuantSpec& spec,
+                                            bool* ok) {
   const bool flagged = std::signbit(scale);
   if (spec.fp8) {
     const int mag = c & 0x7F;
     if (mag == 0x7F) {
       if (!flagged) *ok = false;
-      return std::numeric_limits<float>::quiet_NaN();
+      return blockqQuietNaN();
     }
     if (flagged && mag == 0x7E) return (c & 0x80) ? -HUGE_VALF : HUGE_VALF;
     return e4m3ToFloat(uint8_t(c)) * std::fabs(scale);
   }
   const int q = blockqMaxCode(spec.bits);
-  if (flagged && c == -(q + 1)) return std::numeric_limits<float>::quiet_NaN();
+  if (flagged && c == -(q + 1)) return blockqQuietNaN();
   if (flagged && (c == q || c == -q)) return c > 0 ? HUGE_VALF : -HUGE_VALF;
   if (c == -(q + 1)) *ok = false;
   return float(c) * std::fabs(scale);

@@ -418,6 +418,7 @@ class CpuDeviceBackend final : public Backend {
   Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec,
                       uint8_t* out) override {
     return defer("blockqEncode", [=]() -> Status {
+      if (spec.block == 0) return cpu().blockqEncode(src, n, spec, out);  // its message, no / 0
       GC_CHECK(arg("blockqEncode", "src", src, n * 4, Access::Read));
       GC_CHECK(arg("blockqEncode", "out", out, blockqBytes(n, spec), Access::Write));
       return cpu().blockqEncode(src, n, spec, out);
@@ -426,6 +427,7 @@ class CpuDeviceBackend final : public Backend {
   Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, float* dst,
                       int source) override {
     return defer("blockqDecode", [=]() -> Status {
+      if (spec.block == 0) return cpu().blockqDecode(in, n, spec, dst, source);
       GC_CHECK(arg("blockqDecode", "in", in, blockqBytes(n, spec), Access::Read));
       GC_CHECK(arg("blockqDecode", "dst", dst, n * 4, Access::Write));
       return cpu().blockqDecode(in, n, spec, dst, source);

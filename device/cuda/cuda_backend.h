@@ -193,6 +193,10 @@ class CudaBackend final : public Backend {
   Status scatterAddBins(const float* packed, const uint8_t* bitmap, size_t bins,
                         float* spectrum) override;
   Status checkFinite(const float* x, size_t n, int source) override;
+  Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec,
+                      uint8_t* out) override;
+  Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, float* dst,
+                      int source) override;
 
   // Internal: the kernel files' view of the backend (backend_impl.h).
   cuda::BackendState& state() { return *state_; }
