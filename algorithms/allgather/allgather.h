@@ -57,10 +57,6 @@ class ShardCodec {
 Status makeCodec(const std::string& name, const param::Overrides& config,
                  std::unique_ptr<ShardCodec>* out);
 
-// Whether `name` with `config` needs the backend's blockq primitives
-// (blockq; cast with GRADCOMP_AG_CAST=fp8), which the CUDA backend lacks.
-bool usesBlockPrimitives(const std::string& name, const param::Overrides& config);
-
 // Wire bytes one rank sends (and receives) in an allgather of `count`
 // elements (the whole output) over `nranks` ranks with `name`'s codec.
 Status wireBytes(const std::string& name, const param::Overrides& config, size_t count,

@@ -105,12 +105,6 @@ Status makeCodec(const std::string& name, const param::Overrides& config,
   return Status::Ok();
 }
 
-bool usesBlockPrimitives(const std::string& name, const param::Overrides& config) {
-  if (name == "blockq") return true;
-  param::Value cast;
-  return name == "cast" && config.get(param::Id::AG_CAST, &cast).ok() && cast.s == "fp8";
-}
-
 Status wireBytes(const std::string& name, const param::Overrides& config, size_t count,
                  DataType t, int nranks, uint64_t* bytes) {
   std::unique_ptr<ShardCodec> codec;

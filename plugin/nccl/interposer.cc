@@ -4,7 +4,6 @@
 #include <chrono>
 #include <mutex>
 
-#include "algorithms/allgather/allgather.h"
 #include "algorithms/auto/auto_algorithm.h"
 #include "algorithms/error_feedback.h"
 #include "common/log.h"
@@ -322,12 +321,6 @@ ncclResult_t intercept(const CollCall& c, PassThrough&& passThrough) {
   if (v == Verdict::Compress) {
     exec = selectExecutor(memoryKind(c.sendbuff), memoryKind(c.recvbuff));
     if (exec == nullptr) v = Verdict::NoExecutor;
-    // The CUDA backend has no blockq kernels yet: such allgathers go to NCCL.
-    param::Overrides agConfig;
-    if (exec && ag && !exec->synchronous() &&
-        algorithmOverrides(policy(), -1, &agConfig).ok() &&
-        algo::allgather::usesBlockPrimitives(policy().agAlgo, agConfig))
-      v = Verdict::NoExecutor;
   }
   {
     std::unique_lock<std::mutex> lock(st->mu);

@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/allgather/allgather.h"
 #include "algorithms/auto/candidates.h"
 #include "algorithms/call_budget.h"
 #include "common/log.h"
@@ -335,16 +334,6 @@ Status runSelfTest(const Policy& policy, CommState& st, Executor& exec, const vo
   std::string verdict;
   Status planned = parseInjection(policy.selftestInject, &run->inject);
   if (planned.ok()) planned = planItems(policy, &run->items);
-  // The CUDA executor runs no blockq or fp8 allgather (the interposer hands
-  // those to NCCL), so its test does not either.
-  if (planned.ok() && !exec.synchronous()) {
-    std::vector<Item> kept;
-    for (Item& item : run->items)
-      if (item.coll != algo::Collective::AllGather ||
-          !algo::allgather::usesBlockPrimitives(item.info->name, item.config))
-        kept.push_back(std::move(item));
-    run->items = std::move(kept);
-  }
   if (!planned.ok()) {
     verdict = verdictText(st.rank, "error: " + planned.toString());
   } else {

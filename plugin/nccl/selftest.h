@@ -4,8 +4,7 @@
 //
 // - What: every algorithm the communicator may use (each rule's algorithm,
 //   auto's candidates, the reduce-scatter algorithms, GRADCOMP_AG_ALGO's
-//   allgather unless the executor is CUDA's and the codec needs blockq
-//   primitives), one call each of kSelfTestCount float32 values (an odd
+//   allgather), one call each of kSelfTestCount float32 values (an odd
 //   count: every schedule's uneven last chunk and slice; a reduce-scatter
 //   and an allgather round it down to a multiple of the ranks, the output
 //   of an allgather), sum, through the executor that real calls of this
