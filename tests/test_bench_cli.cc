@@ -668,3 +668,21 @@ TEST_CASE("gradcomp-bench --coll allgather: all_gather_perf's columns, the refer
   CHECK(num(dense, "wire_bytes_max") == 96 * 1024 * 2 / 3);
   CHECK(num(dense, "ratio") == Approx(1.0));
 }
+
+TEST_CASE("gradcomp-bench --coll allgather --hosts: the hierarchical form, checked against its "
+          "reference, (H-1) payloads between hosts", "[bench][mp][allgather][hierarchy]") {
+  // 128K of fp32 output over 2 hosts x 2 ranks: sendcount 8192, 4 blocks of 2048.
+  const Result r = runBench({"--ranks", "4", "--hosts", "2", "--hierarchy", "host", "--coll",
+                             "allgather", "--algo", "blockq", "-b", "128K", "-e", "128K", "-n",
+                             "2", "-w", "1", "-J", "agh.json"},
+                            {}, 120);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exitCode == 0);
+  const JsonRow row = parseRows(readFile(scratch() + "/agh.json")).at(0);
+  CHECK(row.at("hierarchy") == "host");
+  CHECK(num(row, "wrong") == 0);
+  const double payload = 4 * 4 + 8192;  // scales + int8 codes
+  CHECK(num(row, "inter_host_bytes_max") == payload);           // (H-1) payloads
+  CHECK(num(row, "inter_host_bytes_mean") == payload);
+  CHECK(num(row, "wire_bytes_max") == payload + 2 * 8192 * 4);  // + (L-1) H m 4 inside
+}
