@@ -140,7 +140,7 @@ TEST_CASE("blockq codec: NaN and Inf are carried and do not poison their block",
   (void)bitsOf;
 }
 
-// The codec's vectorized paths (clean blocks of integer codes) against the
+// The codec's fast paths (clean blocks: integer codes, fp8 bytes) against the
 // per-element functions of quant_types.h, which the CUDA kernels follow:
 // every payload byte and every decoded bit must match. Covers odd block
 // sizes (4-bit blocks that start mid-byte take the generic path), short
@@ -151,10 +151,10 @@ TEST_CASE("blockq codec: the fast paths match the per-element functions bit for 
   std::mt19937 gen(7);
   std::normal_distribution<float> normal;
   const float inf = std::numeric_limits<float>::infinity();
-  for (int bits : {8, 4}) {
+  for (const auto& [bits, fp8] : {std::pair{8, false}, std::pair{4, false}, std::pair{8, true}}) {
     for (size_t block : {1, 2, 3, 7, 64, 2048}) {
-      INFO("bits " << bits << ", block " << block);
-      const device::BlockQuantSpec spec{bits, block};
+      INFO("bits " << bits << (fp8 ? " (fp8)" : "") << ", block " << block);
+      const device::BlockQuantSpec spec{bits, block, fp8};
       std::vector<float> x(5000 + block / 2);
       for (size_t i = 0; i < x.size(); ++i) {
         const size_t kind = (i / 997) % 5;
@@ -192,7 +192,8 @@ TEST_CASE("blockq codec: the fast paths match the per-element functions bit for 
       for (size_t i = 0; i < x.size(); ++i) {
         float scale;
         std::memcpy(&scale, payload.data() + 4 * (i / block), 4);
-        const int c = bits == 8 ? int(int8_t(payload[4 * blocks + i]))
+        const int c = fp8         ? int(payload[4 * blocks + i])
+                      : bits == 8 ? int(int8_t(payload[4 * blocks + i]))
                                 : (int((payload[4 * blocks + i / 2] >> (i % 2 ? 4 : 0)) & 0xF)
                                    ^ 8) - 8;
         bool ok = true;

@@ -3,6 +3,7 @@
 // the result depends only on (src, spec): a backend that follows them
 // reproduces it bit for bit.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -38,8 +39,8 @@ int getCode(const uint8_t* codes, size_t i, int bits, bool fp8) {
   return nib >= 8 ? nib - 16 : nib;  // two's complement in 4 bits
 }
 
-// Fast paths for the common block: integer codes, every value finite (an
-// unflagged scale s > 0). They compute what blockqEncodeOne/DecodeOne do,
+// Fast paths for the common block: every value finite (an unflagged scale
+// s > 0). They compute what blockqEncodeOne/DecodeOne do,
 // bit for bit, in loops without branches that the compiler vectorizes:
 // (v + 1.5 * 2^23) - 1.5 * 2^23 is rint(v) (ties to even, the default
 // rounding mode) for |v| < 2^22, and |x / s| stays near Q (at most about
@@ -66,7 +67,56 @@ bool scanBlock(const float* x, size_t n, float* maxAbs) {
 }
 
 bool fastBlock(const BlockQuantSpec& spec, size_t lo) {
-  return !spec.fp8 && (spec.bits == 8 || lo % 2 == 0);
+  return spec.fp8 || spec.bits == 8 || lo % 2 == 0;
+}
+
+// e4m3FromFloat(v) on the bit pattern, for |v| finite: a normal value keeps
+// its exponent and the top 3 of its 23 mantissa bits, rounded to nearest
+// even on the other 20 (a carry moves the exponent, as the code's layout
+// does); below 2^-6, rint(|v| * 512) (exact scaling, the magic rounding
+// above). Saturates at 0x7E like the reference.
+inline uint8_t e4m3FromBits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  const uint32_t sign = (bits >> 24) & 0x80u, mag = bits & 0x7fffffffu;
+  int code;
+  if (mag < 0x3c800000u) {  // |v| < 2^-6
+    float a;
+    std::memcpy(&a, &mag, 4);
+    code = int((a * 512.0f + kRoundMagic) - kRoundMagic);
+  } else {
+    const uint32_t exp = mag >> 23, man = mag & 0x7fffffu;
+    const uint32_t q = man >> 20, rest = man & 0xfffffu;
+    const uint32_t up = rest > 0x80000u || (rest == 0x80000u && (q & 1u));
+    code = int((exp - 127 + 7) * 8 + q + up);  // exp >= 121 here
+  }
+  return uint8_t(sign | uint32_t(code > 0x7E ? 0x7E : code));
+}
+
+void encodeFp8Finite(const float* src, size_t lo, size_t hi, float s, uint8_t* codes) {
+  for (size_t i = lo; i < hi; ++i) codes[i] = e4m3FromBits(src[i] / s);
+}
+
+// e4m3ToFloat of every byte; the NaN codes (0x7F, 0xFF) hold 0 and are
+// caught by the caller.
+const float* e4m3Table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[size_t(c)] = (c & 0x7F) == 0x7F ? 0.0f : e4m3ToFloat(uint8_t(c));
+    return t;
+  }();
+  return table.data();
+}
+
+// Returns false where a byte is a NaN code, which only a flagged block holds.
+bool decodeFp8Unflagged(const uint8_t* codes, size_t lo, size_t hi, float s, float* dst) {
+  const float* table = e4m3Table();
+  uint32_t nanSeen = 0;
+  for (size_t i = lo; i < hi; ++i) {
+    nanSeen |= uint32_t((codes[i] & 0x7F) == 0x7F);
+    dst[i] = table[codes[i]] * s;
+  }
+  return nanSeen == 0;
 }
 
 void encodeFinite(const float* src, size_t lo, size_t hi, float s, int bits, uint8_t* codes) {
@@ -131,7 +181,10 @@ Status blockqEncode(const float* src, size_t n, const BlockQuantSpec& spec, uint
     const float scale = blockqScale(maxAbs, nonFinite, spec);
     std::memcpy(out + 4 * b, &scale, 4);
     if (!nonFinite && scale > 0.0f && fastBlock(spec, lo)) {
-      encodeFinite(src, lo, hi, scale, spec.bits, codes);
+      if (spec.fp8)
+        encodeFp8Finite(src, lo, hi, scale, codes);
+      else
+        encodeFinite(src, lo, hi, scale, spec.bits, codes);
       continue;
     }
     for (size_t i = lo; i < hi; ++i) putCode(codes, i, blockqEncodeOne(src[i], scale, spec),
@@ -154,7 +207,9 @@ Status blockqDecode(const uint8_t* in, size_t n, const BlockQuantSpec& spec, flo
                "blockqDecode: block %zu from rank %d has a non-finite scale", b, source);
     const size_t lo = b * spec.block, hi = std::min(n, lo + spec.block);
     bool ok = true;
-    if (scale > 0.0f && fastBlock(spec, lo))
+    if (scale > 0.0f && spec.fp8)
+      ok = decodeFp8Unflagged(codes, lo, hi, scale, dst);
+    else if (scale > 0.0f && fastBlock(spec, lo))
       ok = decodeUnflagged(codes, lo, hi, scale, spec.bits, dst);
     else
       for (size_t i = lo; i < hi; ++i)
