@@ -49,6 +49,8 @@ for model in ["mlp", "cnn"]:
 # Follow-up (run_fix.sh), CNN: int4 with a scale per 64 elements, and the
 # test accuracy of the exact fp32 masters beside the compressed parameters'.
 fix = [("int4b64", "blockq int4, --ag-block 64", "test_acc"),
+       ("int4b32", "blockq int4, --ag-block 32", "test_acc"),
+       ("int4pt", "blockq int4, a bucket per tensor (blocks never mix tensors)", "test_acc"),
        ("int4m", "blockq int4: exact masters evaluated", "test_acc_master"),
        ("fp8m", "cast fp8: exact masters evaluated", "test_acc_master")]
 if any(last("cnn", label, s) for label, _, _ in fix for s in seeds):
