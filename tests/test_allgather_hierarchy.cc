@@ -82,7 +82,7 @@ Result runOnce(const std::string& algo, const param::Overrides& cfg, const Layou
         device::DeviceArray<char> recv(d, n * esz + 1), send(d, m * esz + 1);
         device::HostArray<char> host(d, n * esz + 1);
         std::memset(host.data(), 0x5A, n * esz);
-        std::memcpy(host.data() + size_t(r) * m * esz, shards[size_t(r)].data(), m * esz);
+        if (m) std::memcpy(host.data() + size_t(r) * m * esz, shards[size_t(r)].data(), m * esz);
         s = d.copy(recv.data(), host.data(), n * esz);
         if (s.ok()) s = d.copy(send.data(), host.data() + size_t(r) * m * esz, m * esz);
         if (s.ok()) s = d.sync();
